@@ -1,0 +1,39 @@
+"""What the launcher and the trainer must agree on, in one place.
+
+The launcher renders these into every pod (env names, exit codes in the Job's
+podFailurePolicy); the trainer reads and returns them. Both sides import this module, so
+a change here changes both. It must stay free of TensorFlow and Kubernetes imports.
+"""
+
+from __future__ import annotations
+
+# Exit codes of `python -m trainer` (sysexits.h numbering, so they never collide with a
+# Python traceback's 1 or a signal's 128+N).
+EXIT_OK = 0
+EXIT_TRANSIENT = 1
+"""Anything that may succeed when retried (a peer died, a collective timed out)."""
+EXIT_RENDEZVOUS_TIMEOUT = 75
+"""EX_TEMPFAIL: peers never became reachable; the Job may retry."""
+EXIT_CONFIG_ERROR = 78
+"""EX_CONFIG: retrying cannot help (bad TF_CONFIG, missing data, GPUs not visible...).
+The Job's podFailurePolicy turns this exit code into FailJob."""
+
+# Environment variables set in every worker, by the templates and by `tflaunch local`.
+ENV_TF_CONFIG = "TF_CONFIG"
+ENV_WORKER_INDEX = "WORKER_INDEX"
+"""Filled by Kubernetes from the Indexed Job's completion-index annotation."""
+ENV_LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+"""Must be "1" before TensorFlow is imported: Keras 3's fit fails under MWMS
+(keras-team/keras#20585); tf-keras works."""
+ENV_DATA = "TFLAUNCH_DATA"
+"""Default for the trainer's --data: path of an mnist.npz (the image bakes one in)."""
+ENV_RESTARTS = "TFLAUNCH_RESTARTS"
+"""How many times the group was restarted before this run (set by the runner)."""
+
+TRAINER_ENV: dict[str, str] = {ENV_LEGACY_KERAS: "1"}
+"""Environment every worker gets, in a pod and in `tflaunch local` alike."""
+
+RESULT_FILE = "result.json"
+RESULT_LINE_PREFIX = "TFLAUNCH_RESULT "
+"""The chief prints its result as one line `TFLAUNCH_RESULT {json}`, so `tflaunch logs`,
+`wait` and `make kind-test` can find it in the pod logs."""
