@@ -37,3 +37,6 @@ RESULT_FILE = "result.json"
 RESULT_LINE_PREFIX = "TFLAUNCH_RESULT "
 """The chief prints its result as one line `TFLAUNCH_RESULT {json}`, so `tflaunch logs`,
 `wait` and `make kind-test` can find it in the pod logs."""
+
+TRAINER_UID = 10001
+"""The trainer image's non-root user; pods run as it (runAsUser/runAsGroup/fsGroup)."""

@@ -1,0 +1,3 @@
+"""tflaunch: run TensorFlow MultiWorkerMirroredStrategy training on Kubernetes."""
+
+__version__ = "0.1.0"

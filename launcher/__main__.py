@@ -1,0 +1,6 @@
+"""`python -m launcher` is the `tflaunch` command."""
+
+from launcher.cli import main
+
+if __name__ == "__main__":
+    main()

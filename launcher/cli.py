@@ -1,0 +1,142 @@
+"""The `tflaunch` command: parses flags, calls the core, maps errors to exit codes.
+
+`main()` is the only place that turns an exception into a message and an exit code;
+`cli` (the click group) is the program without error handling, as in httpie's core.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launcher import __version__, render, tfconfig
+from launcher.errors import ExitStatus, TflaunchError
+from launcher.options import spec_options, with_spec
+from launcher.spec import MultiWorkerJob
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "TFLAUNCH"}
+)
+@click.version_option(__version__, prog_name="tflaunch")
+def cli() -> None:
+    """Run TensorFlow MultiWorkerMirroredStrategy training on Kubernetes (or locally).
+
+    \b
+    Examples:
+      tflaunch local --workers 2                 # train MNIST on this machine
+      tflaunch render examples/mnist.yaml | kubectl apply -f -
+      tflaunch submit examples/mnist.yaml --wait
+    """
+
+
+@cli.command("render")
+@spec_options
+@click.option(
+    "-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True
+)
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write one file per object here instead of stdout.",
+)
+@with_spec
+def render_command(job: MultiWorkerJob, output: str, out_dir: Path | None) -> None:
+    """Render the job's Kubernetes objects (Service, NetworkPolicy, Jobs).
+
+    \b
+    Example:
+      tflaunch render examples/mnist.yaml --workers 4 --gpus 1 | kubectl apply -f -
+    """
+    objects = render.render(job)
+    if out_dir is not None:
+        for path in render.write_out_dir(objects, out_dir):
+            click.echo(str(path))
+        return
+    click.echo(render.to_json(objects) if output == "json" else render.to_yaml(objects), nl=False)
+
+
+@cli.command("tfconfig")
+@spec_options
+@click.option("--index", type=int, help="Worker index; default: every worker, one per line.")
+@with_spec
+def tfconfig_command(job: MultiWorkerJob, index: int | None) -> None:
+    """Print the TF_CONFIG that worker INDEX receives in the cluster.
+
+    \b
+    Example:
+      tflaunch tfconfig examples/mnist.yaml --index 1
+    """
+    if index is not None and not 0 <= index < job.spec.workers:
+        raise click.BadParameter(
+            f"must be between 0 and {job.spec.workers - 1} (spec.workers is {job.spec.workers})",
+            param_hint="--index",
+        )
+    indices = range(job.spec.workers) if index is None else [index]
+    for i in indices:
+        click.echo(json.dumps(tfconfig.job_tf_config(job, i)))
+
+
+@cli.command("validate")
+@spec_options
+@click.option(
+    "--kubernetes-version",
+    metavar="X.Y",
+    help="Validate against this Kubernetes version's schemas (default: newest known).",
+)
+@click.option("--no-schema", is_flag=True, help="Only the static checks, no schema validation.")
+@with_spec
+def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_schema: bool) -> None:
+    """Check the spec and validate the rendered objects against Kubernetes' schemas.
+
+    \b
+    Example:
+      tflaunch validate examples/mnist.yaml --kubernetes-version 1.29
+    """
+    from launcher import schemas  # optional dependency, only needed here
+
+    objects = render.render(job)
+    if no_schema:
+        click.echo(f"ok: {job.name}: spec valid, {len(objects)} objects rendered")
+        return
+    version = kubernetes_version or schemas.latest_kubernetes_version()
+    schemas.validate_objects(objects, version)
+    click.echo(f"ok: {job.name}: {len(objects)} objects valid against Kubernetes {version} schemas")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code. Every failure becomes one line on stderr."""
+    try:
+        result: Any = cli.main(args=argv, prog_name="tflaunch", standalone_mode=False)
+    except click.exceptions.Exit as stop:
+        return int(stop.exit_code)
+    except click.exceptions.Abort:
+        click.echo("tflaunch: interrupted", err=True)
+        return ExitStatus.INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("tflaunch: interrupted", err=True)
+        return ExitStatus.INTERRUPTED
+    except click.ClickException as error:
+        context = getattr(error, "ctx", None)
+        command = context.command_path if context is not None else "tflaunch"
+        hint = f" (see '{command} --help')" if isinstance(error, click.UsageError) else ""
+        click.echo(f"{command}: error: {_one_line(error.format_message())}{hint}", err=True)
+        return ExitStatus.BAD_INPUT
+    except TflaunchError as error:
+        click.echo(f"tflaunch: error: {_one_line(str(error))}", err=True)
+        return int(error.exit_status)
+    except BrokenPipeError:
+        return ExitStatus.SUCCESS  # `tflaunch render | head`
+    return int(result) if isinstance(result, int) else ExitStatus.SUCCESS
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,86 @@
+"""The launcher's own errors, and the exit codes they map to.
+
+Everything below the CLI raises these; only `launcher.cli.main` turns them into a one-line
+message and an exit code. Kubernetes API failures are translated into them at the edge
+(`launcher.k8s`), so no caller ever sees an `ApiException` or a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    """Exit codes of the `tflaunch` command."""
+
+    SUCCESS = 0
+    ERROR = 1
+    """A runtime failure: the cluster refused or could not be reached, a worker crashed."""
+    BAD_INPUT = 2
+    """Usage or input error: nothing was applied."""
+    JOB_FAILED = 3
+    """The training job ran and failed."""
+    TIMEOUT = 4
+    """Waiting for the job ran out of time; the job itself may still be running."""
+    INTERRUPTED = 130
+
+
+class TflaunchError(Exception):
+    """Base of every error the CLI reports as one line."""
+
+    exit_status = ExitStatus.ERROR
+
+
+class SpecError(TflaunchError):
+    """The job spec or a flag is invalid. `field` is the dotted path, e.g. spec.workers."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class RenderError(TflaunchError):
+    """A template produced something that is not a Kubernetes object (a bug, not input)."""
+
+
+class ClusterError(TflaunchError):
+    """The Kubernetes API failed or refused; the message says what and how to fix it."""
+
+
+class ClusterUnreachable(ClusterError):
+    pass
+
+
+class Forbidden(ClusterError):
+    pass
+
+
+class NotFound(ClusterError):
+    pass
+
+
+class Conflict(ClusterError):
+    pass
+
+
+class Invalid(ClusterError):
+    """The API server rejected an object (422); the message carries the server's field text."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+
+class JobFailed(TflaunchError):
+    exit_status = ExitStatus.JOB_FAILED
+
+
+class WaitTimeout(TflaunchError):
+    exit_status = ExitStatus.TIMEOUT
+
+
+class WorkersFailed(TflaunchError):
+    """`tflaunch local`: the worker group failed beyond its retry budget."""
+
+    exit_status = ExitStatus.JOB_FAILED

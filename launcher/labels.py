@@ -1,0 +1,58 @@
+"""Label and annotation keys tflaunch sets and reads, each with why it exists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+NAME = "app.kubernetes.io/name"
+"""Always "tflaunch-worker": what runs in the pod."""
+INSTANCE = "app.kubernetes.io/instance"
+"""The job's name: tells one job's objects from another's."""
+COMPONENT = "app.kubernetes.io/component"
+"""Always "worker" on pods; the Service and NetworkPolicy get their own component."""
+MANAGED_BY = "app.kubernetes.io/managed-by"
+"""Always "tflaunch": `tflaunch list` and `delete` select on it."""
+JOB_NAME = "tflaunch.dev/job-name"
+"""The job's name; the Service's and NetworkPolicy's selectors use it."""
+WORKER_INDEX = "tflaunch.dev/worker-index"
+"""Worker index on pods of the per-worker layout (literal, known at render time)."""
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+"""Set by Kubernetes on pods of Indexed Jobs (annotation, and label since 1.28)."""
+
+RESERVED = frozenset({NAME, INSTANCE, COMPONENT, MANAGED_BY, JOB_NAME, WORKER_INDEX})
+"""Keys users may not set in spec.labels: selectors and cleanup depend on them."""
+
+MANAGED_BY_VALUE = "tflaunch"
+APP_NAME = "tflaunch-worker"
+
+
+def job_labels(job: str) -> dict[str, str]:
+    """Labels on every object of a job; the selector for `delete` and `status`."""
+    return {MANAGED_BY: MANAGED_BY_VALUE, INSTANCE: job, JOB_NAME: job}
+
+
+def worker_selector(job: str) -> dict[str, str]:
+    """Selects exactly the worker pods of one job (Service and NetworkPolicy selectors)."""
+    return {JOB_NAME: job, COMPONENT: "worker"}
+
+
+def job_selector_string(job: str) -> str:
+    """`job_labels` as a Kubernetes label selector string."""
+    return ",".join(f"{k}={v}" for k, v in sorted(job_labels(job).items()))
+
+
+def managed_selector_string() -> str:
+    return f"{MANAGED_BY}={MANAGED_BY_VALUE}"
+
+
+def worker_index_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -> int | None:
+    """A worker pod's index, whichever layout created it; None when it has none."""
+    for source, key in (
+        (labels, WORKER_INDEX),
+        (annotations, COMPLETION_INDEX),
+        (labels, COMPLETION_INDEX),
+    ):
+        value = source.get(key)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None

@@ -1,0 +1,88 @@
+"""Click options shared by several commands, and turning them into a job spec.
+
+Every spec field can be set from the command line: the common ones have their own flag, and
+`--set path=value` reaches any field. Both are applied to the raw document before it is typed
+and validated, so a bad flag gets the same one-line error as a bad file.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from launcher.spec import MultiWorkerJob, load_job, parse_assignment
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# flag name -> dotted path in the spec document
+SPEC_FLAGS: dict[str, str] = {
+    "name": "metadata.name",
+    "namespace": "metadata.namespace",
+    "image": "spec.image",
+    "workers": "spec.workers",
+    "gpus": "spec.gpusPerWorker",
+    "layout": "spec.layout",
+    "epochs": "spec.trainer.epochs",
+    "global_batch_size": "spec.trainer.globalBatchSize",
+}
+
+
+def spec_options(func: F) -> F:
+    """SPEC argument plus the flags that override it."""
+    decorators = [
+        click.argument("spec_file", metavar="[SPEC]", required=False),
+        click.option("--name", help="metadata.name of the job."),
+        click.option("-n", "--namespace", help="Kubernetes namespace."),
+        click.option("--image", help="Trainer image."),
+        click.option("--workers", type=int, help="Number of workers."),
+        click.option("--gpus", type=int, help="GPUs per worker."),
+        click.option("--layout", type=click.Choice(["indexed", "per-worker"]), help="Job layout."),
+        click.option("--epochs", type=int, help="Training epochs."),
+        click.option("--global-batch-size", type=int, help="Global batch (all replicas)."),
+        click.option(
+            "--set", "assignments", multiple=True, metavar="PATH=VALUE",
+            help="Set any spec field, e.g. --set spec.trainer.stepsPerEpoch=100 (repeatable).",
+        ),
+    ]  # fmt: skip
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def job_from_options(
+    spec_file: str | None, assignments: tuple[str, ...], **flags: Any
+) -> MultiWorkerJob:
+    """Load SPEC (or the embedded default), apply --set, then the dedicated flags."""
+    overrides = [parse_assignment(a) for a in assignments]
+    overrides += [(SPEC_FLAGS[k], v) for k, v in flags.items() if k in SPEC_FLAGS and v is not None]
+    return load_job(spec_file, overrides)
+
+
+def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Remove the spec flags from a command's kwargs (the rest are the command's own)."""
+    return {k: kwargs.pop(k) for k in list(kwargs) if k in SPEC_FLAGS}
+
+
+def cluster_options(func: F) -> F:
+    """kubectl's connection flags."""
+    decorators = [
+        click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Path to a kubeconfig."),
+        click.option("--context", "kube_context", help="kubeconfig context to use."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the spec arguments into a `job` keyword for the command body."""
+
+    @functools.wraps(func)
+    def wrapper(spec_file: str | None, assignments: tuple[str, ...], **kwargs: Any) -> Any:
+        flags = pop_spec_flags(kwargs)
+        return func(job=job_from_options(spec_file, assignments, **flags), **kwargs)
+
+    return wrapper

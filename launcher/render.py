@@ -1,0 +1,179 @@
+"""Jinja templates -> Kubernetes objects (plain dicts), checked before anyone sees them.
+
+Pure: no cluster access, no environment reads. `tflaunch render`, `submit` and the operator
+all consume `render()`'s output. Structured values (TF_CONFIG, env, resources) enter the
+templates through the `json` filter, never as hand-built JSON, and every rendered document is
+parsed back and checked for apiVersion/kind/metadata.name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from launcher import contract, labels, names, tfconfig, workload
+from launcher.errors import RenderError
+from launcher.spec import MultiWorkerJob
+
+TEMPLATES = Path(__file__).parent / "templates"
+PORT_NAME = "tf-grpc"
+COMPLETION_INDEX_FIELD = f"metadata.annotations['{labels.COMPLETION_INDEX}']"
+
+K8sObject = dict[str, Any]
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,  # a missing value is an error, not an empty string
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    # JSON is valid YAML flow syntax: every scalar, list and mapping goes in quoted and escaped.
+    env.filters["json"] = lambda value: json.dumps(_plain(value))
+    return env
+
+
+_ENV = _environment()
+
+
+def _plain(value: Any) -> Any:
+    """Tuples (frozen spec fields) -> lists, so json.dumps sees plain data."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def render(job: MultiWorkerJob) -> list[K8sObject]:
+    """Every object of `job`, in apply order: Service, NetworkPolicy, Job(s)."""
+    context = _job_context(job)
+    objects = [_render_one("service.yaml.j2", context)]
+    if job.spec.network_policy:
+        objects.append(_render_one("networkpolicy.yaml.j2", context))
+    if job.spec.layout == "indexed":
+        objects.append(_render_one("job.yaml.j2", {**context, **_worker_context(job, None)}))
+    else:
+        for index in range(job.spec.workers):
+            objects.append(_render_one("job.yaml.j2", {**context, **_worker_context(job, index)}))
+    return objects
+
+
+def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
+    spec = job.spec
+    object_labels = {**spec.labels, **labels.job_labels(job.name)}
+    return {
+        "spec": spec,
+        "namespace": job.namespace,
+        "workers": spec.workers,
+        "port": spec.port,
+        "port_name": PORT_NAME,
+        "service_name": names.service_name(job.name),
+        "network_policy_name": names.network_policy_name(job.name),
+        "object_labels": object_labels,
+        "annotations": dict(spec.annotations),
+        "worker_selector": labels.worker_selector(job.name),
+        "config_error_exit_code": contract.EXIT_CONFIG_ERROR,
+        "run_as_user": contract.TRAINER_UID,
+        "image_pull_secrets": [{"name": s} for s in spec.image_pull_secrets],
+        "resources": _resources(job),
+        "trainer_args": workload.trainer_args(job, *workload.pod_paths(job)),
+    }
+
+
+def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
+    """What differs between the indexed Job and each per-worker Job."""
+    pod_labels = {
+        **job.spec.labels,
+        **labels.job_labels(job.name),
+        labels.NAME: labels.APP_NAME,
+        labels.COMPONENT: "worker",
+    }
+    cluster = tfconfig.cluster_spec(tfconfig.job_addresses(job))
+    if index is None:
+        index_env: dict[str, Any] = {
+            "name": contract.ENV_WORKER_INDEX,
+            "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}},
+        }
+        job_name = names.indexed_job_name(job.name)
+        backoff_limit = job.spec.backoff_limit * job.spec.workers  # a group failure fails N pods
+    else:
+        index_env = {"name": contract.ENV_WORKER_INDEX, "value": str(index)}
+        job_name = names.per_worker_job_name(job.name, index)
+        pod_labels[labels.WORKER_INDEX] = str(index)
+        backoff_limit = job.spec.backoff_limit
+    env = [
+        index_env,  # must come before TF_CONFIG: Kubernetes expands $(WORKER_INDEX) in order
+        {"name": contract.ENV_TF_CONFIG, "value": tfconfig.tf_config_json(cluster, index)},
+        {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
+        *({"name": k, "value": v} for k, v in workload.trainer_env(job).items()),
+    ]
+    return {
+        "worker_index": index,
+        "job_name": job_name,
+        "hostname": None if index is None else names.worker_hostname(job.name, index),
+        "pod_labels": pod_labels,
+        "env": env,
+        "backoff_limit": backoff_limit,
+    }
+
+
+def _resources(job: MultiWorkerJob) -> dict[str, dict[str, Any]]:
+    spec = job.spec
+    requests = {k: v for k, v in vars(spec.resources.requests).items() if v is not None}
+    limits: dict[str, Any] = {k: v for k, v in vars(spec.resources.limits).items() if v is not None}
+    if spec.gpus_per_worker > 0:  # extended resources go in limits; requests default to them
+        limits["nvidia.com/gpu"] = spec.gpus_per_worker
+    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+
+
+def _render_one(template: str, context: dict[str, Any]) -> K8sObject:
+    try:
+        text = _ENV.get_template(template).render(**context)
+    except jinja2.TemplateError as error:
+        raise RenderError(f"template {template}: {error}") from error
+    return check_object(yaml.safe_load(text), template)
+
+
+def check_object(document: Any, origin: str) -> K8sObject:
+    """Reject anything that is not a Kubernetes object (the lightkube codec's rule)."""
+    if not isinstance(document, dict):
+        raise RenderError(f"{origin}: rendered to {type(document).__name__}, not an object")
+    for key in ("apiVersion", "kind"):
+        if not document.get(key):
+            raise RenderError(f"{origin}: rendered object has no {key}")
+    if not (document.get("metadata") or {}).get("name"):
+        raise RenderError(f"{origin}: rendered {document['kind']} has no metadata.name")
+    return document
+
+
+def to_yaml(objects: Iterable[K8sObject]) -> str:
+    return yaml.safe_dump_all(list(objects), sort_keys=False, default_flow_style=False)
+
+
+def to_json(objects: Iterable[K8sObject]) -> str:
+    """A v1 List, which `kubectl apply -f -` accepts like a YAML stream."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}, indent=2) + "\n"
+
+
+def file_name(obj: K8sObject) -> str:
+    return f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+
+
+def write_out_dir(objects: list[K8sObject], out_dir: Path) -> list[Path]:
+    """One YAML file per object. Called only after every object rendered cleanly."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for obj in objects:
+        path = out_dir / file_name(obj)
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        written.append(path)
+    return written

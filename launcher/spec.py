@@ -1,0 +1,565 @@
+"""The job spec: one typed model of a MultiWorkerJob, loaded and validated in one place.
+
+The file format is Kubernetes-shaped (`apiVersion: tflaunch.dev/v1alpha1`, `kind:
+MultiWorkerJob`) so that the same file can be rendered by the CLI or applied to the
+operator. Field names in files are camelCase; each dataclass field carries its file key and
+a one-line doc in its metadata, which is also what the CRD schema is generated from.
+
+Everything a user can get wrong is caught here, as a `SpecError` naming the field and the
+fix, before anything is rendered or applied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from launcher import contract, labels
+from launcher.errors import SpecError
+from launcher.names import worker_hostname
+
+API_VERSION = "tflaunch.dev/v1alpha1"
+KIND = "MultiWorkerJob"
+
+MAX_NAME_LENGTH = 63
+"""Every generated object name and pod hostname must fit a DNS-1123/1035 label."""
+
+
+def _field(key: str, doc: str, default: Any = dataclasses.MISSING, factory: Any = None) -> Any:
+    """A dataclass field that knows its camelCase file key and its documentation."""
+    metadata = {"key": key, "doc": doc}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceList:
+    """CPU and memory quantities, Kubernetes notation ("500m", "2Gi")."""
+
+    cpu: str | None = _field("cpu", "CPU quantity, e.g. 500m or 2.", None)
+    memory: str | None = _field("memory", "Memory quantity, e.g. 2Gi.", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """Requests and limits of each worker's trainer container (GPUs come from gpusPerWorker)."""
+
+    requests: ResourceList = _field(
+        "requests", "Guaranteed resources.", factory=lambda: ResourceList("1", "2Gi")
+    )
+    limits: ResourceList = _field(
+        "limits", "Upper bounds.", factory=lambda: ResourceList("2", "4Gi")
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerArgs:
+    """Arguments of `python -m trainer` in every worker."""
+
+    epochs: int = _field("epochs", "Training epochs.", 3)
+    global_batch_size: int = _field(
+        "globalBatchSize",
+        "Global batch, split across all replicas (workers x GPUs); must divide evenly.",
+        256,
+    )
+    steps_per_epoch: int | None = _field(
+        "stepsPerEpoch", "Cap on steps per epoch; default: the whole training set.", None
+    )
+    save_freq: int | str = _field("saveFreq", 'Checkpoint every N steps, or "epoch".', "epoch")
+    learning_rate: float = _field("learningRate", "Adam learning rate.", 0.001)
+    data_path: str | None = _field(
+        "dataPath", "mnist.npz inside the pod; default: the copy baked into the image.", None
+    )
+    rendezvous_timeout_seconds: int = _field(
+        "rendezvousTimeoutSeconds",
+        "How long a worker waits for every peer to resolve and accept TCP before failing.",
+        300,
+    )
+    collective_timeout_seconds: int = _field(
+        "collectiveTimeoutSeconds",
+        "How long one collective may take before the worker fails (a peer died).",
+        600,
+    )
+    extra_args: tuple[str, ...] = _field(
+        "extraArgs", "More arguments appended to the trainer's command line.", factory=tuple
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """Where checkpoints and the final model live. Resume after a restart needs a PVC."""
+
+    claim_name: str | None = _field(
+        "claimName",
+        "An existing PersistentVolumeClaim (ReadWriteMany for several workers); "
+        "default: an emptyDir, which does not survive pod restarts.",
+        None,
+    )
+    mount_path: str = _field("mountPath", "Mount path in the trainer container.", "/checkpoints")
+
+
+Layout = Literal["indexed", "per-worker"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """What to run and how: the `spec` of a MultiWorkerJob."""
+
+    image: str = _field("image", "Trainer image, e.g. registry.example.com/tflaunch-trainer:0.1.0.")
+    image_pull_policy: PullPolicy = _field(
+        "imagePullPolicy", "Always, IfNotPresent (e.g. images loaded into kind) or Never.", "Always"
+    )
+    workers: int = _field("workers", "Number of worker pods (MWMS workers).", 2)
+    gpus_per_worker: int = _field(
+        "gpusPerWorker", "nvidia.com/gpu limit of each worker; 0 for CPU.", 0
+    )
+    resources: Resources = _field("resources", "CPU/memory of each worker.", factory=Resources)
+    port: int = _field("port", "TensorFlow gRPC port of each worker.", 2222)
+    cluster_domain: str = _field(
+        "clusterDomain", "The cluster's DNS domain, used in TF_CONFIG host names.", "cluster.local"
+    )
+    layout: Layout = _field(
+        "layout",
+        "indexed: one Indexed Job, index from Kubernetes; per-worker: one Job per worker "
+        "with its literal TF_CONFIG.",
+        "indexed",
+    )
+    trainer: TrainerArgs = _field("trainer", "Trainer arguments.", factory=TrainerArgs)
+    env: dict[str, str] = _field("env", "Extra environment variables of the trainer.", factory=dict)
+    node_selector: dict[str, str] = _field("nodeSelector", "Pod nodeSelector.", factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = _field(
+        "tolerations", "Pod tolerations (e.g. for GPU node taints).", factory=tuple
+    )
+    affinity: dict[str, Any] = _field("affinity", "Pod affinity.", factory=dict)
+    priority_class_name: str | None = _field("priorityClassName", "Pod priority class.", None)
+    service_account_name: str | None = _field(
+        "serviceAccountName", "Pod service account; its token is not mounted.", None
+    )
+    scheduler_name: str | None = _field(
+        "schedulerName", "Pod scheduler, e.g. volcano for gang scheduling.", None
+    )
+    image_pull_secrets: tuple[str, ...] = _field(
+        "imagePullSecrets", "Names of Secrets for pulling the image.", factory=tuple
+    )
+    labels: dict[str, str] = _field(
+        "labels",
+        "Extra labels on every object and pod (e.g. kueue.x-k8s.io/queue-name).",
+        factory=dict,
+    )
+    annotations: dict[str, str] = _field(
+        "annotations", "Extra annotations on every object and pod.", factory=dict
+    )
+    checkpoint: Checkpoint = _field("checkpoint", "Checkpoint volume.", factory=Checkpoint)
+    backoff_limit: int = _field(
+        "backoffLimit",
+        "How many times the worker group may be restarted after a failure.",
+        3,
+    )
+    active_deadline_seconds: int | None = _field(
+        "activeDeadlineSeconds", "Wall-clock limit of the whole job.", None
+    )
+    ttl_seconds_after_finished: int | None = _field(
+        "ttlSecondsAfterFinished",
+        "Delete the finished job (and its pods) after this many seconds.",
+        86400,
+    )
+    suspend: bool = _field("suspend", "Create the job suspended (e.g. for Kueue).", False)
+    network_policy: bool = _field(
+        "networkPolicy", "Render a NetworkPolicy admitting only this job's pods to the port.", True
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Metadata:
+    name: str = _field("name", "Job name: a DNS-1035 label.")
+    namespace: str = _field("namespace", "Kubernetes namespace.", "default")
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiWorkerJob:
+    """A whole job spec file."""
+
+    api_version: str = _field("apiVersion", f"Always {API_VERSION}.")
+    kind: str = _field("kind", f"Always {KIND}.")
+    metadata: Metadata = _field("metadata", "Name and namespace.")
+    spec: JobSpec = _field("spec", "The job.")
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace
+
+    @property
+    def replicas(self) -> int:
+        """Replicas in sync across the job: one per GPU, or one per CPU-only worker."""
+        return self.spec.workers * max(1, self.spec.gpus_per_worker)
+
+
+# --- Loading: YAML -> plain data -> overrides -> typed model -> validation -------------------
+
+
+def default_document() -> dict[str, Any]:
+    """The embedded default job (the same as examples/mnist.yaml)."""
+    text = resources.files("launcher").joinpath("default_job.yaml").read_text()
+    document = yaml.safe_load(text)
+    assert isinstance(document, dict)
+    return document
+
+
+def read_document(path: str | None) -> dict[str, Any]:
+    """Read a spec file (`-` for stdin, None for the embedded default) into plain data."""
+    if path is None:
+        return default_document()
+    where = "stdin" if path == "-" else path
+    try:
+        if path == "-":
+            import sys
+
+            text = sys.stdin.read()
+        else:
+            text = Path(path).read_text()
+    except OSError as error:
+        raise SpecError(
+            "SPEC",
+            f"cannot read {where}: {error.strerror or error}; pass an existing spec file "
+            "(e.g. examples/mnist.yaml), or none for the embedded default",
+        ) from None
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise SpecError("", f"{where}: malformed YAML{at}: {problem}") from None
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise SpecError(
+            "",
+            f"{where}: expected one YAML mapping (a MultiWorkerJob), found {len(documents)}"
+            " documents"
+            if len(documents) != 1
+            else f"{where}: expected a YAML mapping",
+        )
+    return documents[0]
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """`spec.trainer.epochs=5` -> ("spec.trainer.epochs", 5); the value is read as YAML."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise SpecError("--set", f"expected KEY=VALUE (e.g. spec.workers=4), got {text!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def apply_overrides(document: dict[str, Any], overrides: Sequence[tuple[str, Any]]) -> None:
+    """Set dotted paths in the raw document, so overrides go through the same validation."""
+    for dotted, value in overrides:
+        parts = dotted.split(".")
+        node: Any = document
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise SpecError(dotted, f"cannot set it: {where} is not a mapping")
+            node = child
+        node[parts[-1]] = value
+
+
+def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> MultiWorkerJob:
+    """Read, override, type and validate a job spec. Raises SpecError on any bad input."""
+    document = read_document(path)
+    apply_overrides(document, overrides)
+    return job_from_document(document)
+
+
+def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
+    """Type and validate plain data (a parsed file, or a custom resource's body)."""
+    job = _build(MultiWorkerJob, document, "")
+    validate(job)
+    return job
+
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], data: Any, path: str) -> T:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys with a did-you-mean."""
+    if not isinstance(data, Mapping):
+        raise SpecError(path or "document", f"expected a mapping, got {_describe(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for key in data:
+        if key not in fields:
+            raise SpecError(_join(path, str(key)), _unknown_key_hint(str(key), list(fields)))
+    values: dict[str, Any] = {}
+    for key, field in fields.items():
+        where = _join(path, key)
+        if key not in data:
+            if (
+                field.default is dataclasses.MISSING
+                and field.default_factory is dataclasses.MISSING
+            ):
+                raise SpecError(where, "is required")
+            continue
+        values[field.name] = _convert(hints[field.name], data[key], where)
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                return _convert(option, value, where)
+            except SpecError as error:
+                errors.append(error)
+        raise errors[0]
+    if origin is Literal:
+        if value not in args:
+            choices = ", ".join(str(a) for a in args)
+            raise SpecError(where, f"must be one of {choices}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)  # type: ignore[arg-type]
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise SpecError(where, f"expected true or false, got {_describe(value)}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(where, f"expected an integer, got {_describe(value)}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SpecError(where, f"expected a number, got {_describe(value)}")
+        return float(value)
+    if hint is str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise SpecError(where, f"expected a string, got {_describe(value)}")
+        return str(value)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise SpecError(where, f"expected a list, got {_describe(value)}")
+        return tuple(_convert(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise SpecError(where, f"expected a mapping, got {_describe(value)}")
+        return {str(k): _convert(args[1], v, _join(where, str(k))) for k, v in value.items()}
+    if hint is Any:
+        return value
+    raise TypeError(f"unsupported spec type {hint!r}")  # a bug in this module, not input
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
+    text = repr(value)
+    return f"{kind} {text}" if len(text) <= 40 else kind
+
+
+def _unknown_key_hint(key: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if not close:
+        close = [a for a in allowed if a.lower() == key.lower().replace("_", "").replace("-", "")]
+    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(sorted(allowed))}"
+    return f"unknown key; {hint}"
+
+
+# --- Validation: every rule in one place ---------------------------------------------------
+
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[mkMGTPE])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+
+RESERVED_ENV = frozenset({contract.ENV_TF_CONFIG, contract.ENV_WORKER_INDEX})
+
+
+def longest_generated_name(name: str, workers: int) -> str:
+    """The longest object/host name a job produces: the last worker's pod hostname."""
+    return worker_hostname(name, max(0, workers - 1))
+
+
+def validate(job: MultiWorkerJob) -> None:
+    """Check every cross-field and format rule; raise the first SpecError found."""
+    if job.api_version != API_VERSION:
+        raise SpecError("apiVersion", f"must be {API_VERSION}, got {job.api_version!r}")
+    if job.kind != KIND:
+        raise SpecError("kind", f"must be {KIND}, got {job.kind!r}")
+    _validate_metadata(job)
+    spec = job.spec
+    if not spec.image.strip():
+        raise SpecError(
+            "spec.image", "is required: the trainer image (see docker/ and `make image`)"
+        )
+    if not _IMAGE.match(spec.image):
+        raise SpecError("spec.image", f"{spec.image!r} is not an image reference")
+    _at_least("spec.workers", spec.workers, 1)
+    if spec.workers > 10_000:
+        raise SpecError("spec.workers", f"{spec.workers} is more than the 10000 supported")
+    _at_least("spec.gpusPerWorker", spec.gpus_per_worker, 0)
+    if not 1 <= spec.port <= 65535:
+        raise SpecError("spec.port", f"must be between 1 and 65535, got {spec.port}")
+    if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
+        raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
+    _validate_trainer(job)
+    _validate_resources(spec.resources)
+    for name in spec.env:
+        where = f"spec.env.{name}"
+        if not _ENV_NAME.match(name):
+            raise SpecError(where, "is not a valid environment variable name")
+        if name in RESERVED_ENV:
+            raise SpecError(where, "is set by tflaunch for every worker; remove it")
+    for key in ("labels", "annotations", "node_selector"):
+        _validate_label_keys(f"spec.{_key_of(JobSpec, key)}", getattr(spec, key))
+    for key in spec.labels:
+        if key in labels.RESERVED:
+            raise SpecError(f"spec.labels.{key}", "is set by tflaunch; choose another key")
+    for key, value in spec.labels.items():
+        if len(value) > 63 or not _LABEL_NAME.match(value):
+            raise SpecError(f"spec.labels.{key}", f"{value!r} is not a valid label value")
+    for i, toleration in enumerate(spec.tolerations):
+        if not isinstance(toleration, Mapping):
+            raise SpecError(f"spec.tolerations[{i}]", "must be a mapping (key, operator, effect)")
+    for field_key in ("priority_class_name", "service_account_name", "scheduler_name"):
+        value = getattr(spec, field_key)
+        if value is not None and not _DNS_1123_SUBDOMAIN.match(value):
+            raise SpecError(f"spec.{_key_of(JobSpec, field_key)}", f"{value!r} is not a valid name")
+    for i, secret in enumerate(spec.image_pull_secrets):
+        if not _DNS_1123_SUBDOMAIN.match(secret):
+            raise SpecError(f"spec.imagePullSecrets[{i}]", f"{secret!r} is not a valid Secret name")
+    if spec.checkpoint.claim_name is not None and not _DNS_1123_SUBDOMAIN.match(
+        spec.checkpoint.claim_name
+    ):
+        raise SpecError("spec.checkpoint.claimName", "is not a valid PersistentVolumeClaim name")
+    if not spec.checkpoint.mount_path.startswith("/"):
+        raise SpecError("spec.checkpoint.mountPath", "must be an absolute path")
+    _at_least("spec.backoffLimit", spec.backoff_limit, 0)
+    if spec.active_deadline_seconds is not None:
+        _at_least("spec.activeDeadlineSeconds", spec.active_deadline_seconds, 1)
+    if spec.ttl_seconds_after_finished is not None:
+        _at_least("spec.ttlSecondsAfterFinished", spec.ttl_seconds_after_finished, 0)
+
+
+def _validate_metadata(job: MultiWorkerJob) -> None:
+    name, namespace = job.metadata.name, job.metadata.namespace
+    if not _DNS_1035.match(name):
+        raise SpecError(
+            "metadata.name",
+            f"{name!r} must be a DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter (e.g. mnist-1)",
+        )
+    longest = longest_generated_name(name, job.spec.workers)
+    if len(longest) > MAX_NAME_LENGTH:
+        room = MAX_NAME_LENGTH - (len(longest) - len(name))
+        raise SpecError(
+            "metadata.name",
+            f"too long: the worker host name {longest!r} would have {len(longest)} characters "
+            f"(max {MAX_NAME_LENGTH}); use at most {max(room, 1)} characters",
+        )
+    if len(namespace) > 63 or not _DNS_1123_LABEL.match(namespace):
+        raise SpecError("metadata.namespace", f"{namespace!r} is not a valid namespace name")
+
+
+def _validate_trainer(job: MultiWorkerJob) -> None:
+    trainer = job.spec.trainer
+    _at_least("spec.trainer.epochs", trainer.epochs, 1)
+    _at_least("spec.trainer.globalBatchSize", trainer.global_batch_size, 1)
+    replicas = job.replicas
+    if trainer.global_batch_size % replicas:
+        lower = max(replicas, trainer.global_batch_size // replicas * replicas)
+        raise SpecError(
+            "spec.trainer.globalBatchSize",
+            f"{trainer.global_batch_size} does not split evenly across {replicas} replicas "
+            f"(workers x max(1, gpusPerWorker)); use a multiple of {replicas}, e.g. {lower} "
+            f"or {lower + replicas}",
+        )
+    if trainer.steps_per_epoch is not None:
+        _at_least("spec.trainer.stepsPerEpoch", trainer.steps_per_epoch, 1)
+    if isinstance(trainer.save_freq, str) and trainer.save_freq != "epoch":
+        raise SpecError(
+            "spec.trainer.saveFreq",
+            f'must be "epoch" or a number of steps, got {trainer.save_freq!r}',
+        )
+    if isinstance(trainer.save_freq, int):
+        _at_least("spec.trainer.saveFreq", trainer.save_freq, 1)
+    if not trainer.learning_rate > 0:
+        raise SpecError("spec.trainer.learningRate", "must be greater than 0")
+    _at_least("spec.trainer.rendezvousTimeoutSeconds", trainer.rendezvous_timeout_seconds, 1)
+    _at_least("spec.trainer.collectiveTimeoutSeconds", trainer.collective_timeout_seconds, 1)
+
+
+def _validate_resources(resources_: Resources) -> None:
+    for kind in ("requests", "limits"):
+        for unit in ("cpu", "memory"):
+            value = getattr(getattr(resources_, kind), unit)
+            if value is not None and not _QUANTITY.match(value):
+                raise SpecError(
+                    f"spec.resources.{kind}.{unit}",
+                    f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)",
+                )
+
+
+def _validate_label_keys(where: str, mapping: Mapping[str, str]) -> None:
+    for key in mapping:
+        prefix, _, name = key.rpartition("/")
+        if (
+            not name
+            or len(name) > 63
+            or not _LABEL_NAME.match(name)
+            or (prefix and not _DNS_1123_SUBDOMAIN.match(prefix))
+        ):
+            raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
+
+
+def _at_least(where: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise SpecError(where, f"must be at least {minimum}, got {value}")
+
+
+def _key_of(cls: type, attribute: str) -> str:
+    for f in dataclasses.fields(cls):
+        if f.name == attribute:
+            return str(f.metadata["key"])
+    raise KeyError(attribute)
