@@ -32,7 +32,7 @@ lint: install ## ruff, mypy and the import contracts
 
 .PHONY: render
 render: install ## Regenerate manifests/ from examples/
-	$(BIN)/python -m launcher.manifests_sync
+	$(BIN)/python scripts/render_manifests.py
 
 .PHONY: run-local
 run-local: install ## Train MNIST on 2 local workers (no cluster needed)

@@ -1,0 +1,143 @@
+"""Bad input is caught before anything renders: one line naming the field and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.cli import run
+from launcher.errors import SpecError
+from launcher.spec import default_document, load_job
+
+EXAMPLE = "examples/mnist.yaml"
+
+
+def _error(overrides: list[tuple[str, object]]) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        load_job(EXAMPLE, overrides)
+    return caught.value
+
+
+def test_the_embedded_default_is_the_reference_example():
+    import yaml
+
+    with open(EXAMPLE) as f:
+        assert default_document() == yaml.safe_load(f)
+
+
+def test_examples_load_with_their_defaults_filled_in():
+    job = load_job(EXAMPLE)
+    assert job.name == "mnist"
+    assert job.spec.workers == 2
+    assert job.spec.port == 2222
+    assert job.spec.cluster_domain == "cluster.local"
+    assert job.spec.layout == "indexed"
+    assert load_job("examples/mnist-gpu.yaml").spec.gpus_per_worker == 1
+
+
+@pytest.mark.parametrize(
+    "overrides, field, hint",
+    [
+        ([("spec.wrokers", 3)], "spec.wrokers", "did you mean 'workers'"),
+        ([("spec.trainer.globalBatchSise", 3)], "spec.trainer.globalBatchSise", "globalBatchSize"),
+        ([("spec.workers", 0)], "spec.workers", "at least 1"),
+        ([("spec.workers", "two")], "spec.workers", "expected an integer"),
+        ([("spec.workers", True)], "spec.workers", "expected an integer"),
+        ([("metadata.name", "MNIST")], "metadata.name", "DNS-1035"),
+        ([("metadata.name", "1mnist")], "metadata.name", "starting with a letter"),
+        ([("metadata.name", "m" * 60)], "metadata.name", "at most"),
+        ([("spec.port", 70000)], "spec.port", "between 1 and 65535"),
+        ([("spec.port", 0)], "spec.port", "between 1 and 65535"),
+        ([("spec.gpusPerWorker", -1)], "spec.gpusPerWorker", "at least 0"),
+        ([("spec.image", "")], "spec.image", "is required"),
+        ([("spec.image", "has space")], "spec.image", "not an image reference"),
+        ([("spec.trainer.globalBatchSize", 255)], "spec.trainer.globalBatchSize", "multiple of 2"),
+        ([("spec.gpusPerWorker", 4), ("spec.trainer.globalBatchSize", 100)],
+         "spec.trainer.globalBatchSize", "8 replicas"),
+        ([("spec.layout", "sharded")], "spec.layout", "indexed, per-worker"),
+        ([("spec.imagePullPolicy", "Sometimes")], "spec.imagePullPolicy", "Always"),
+        ([("spec.resources.limits.memory", "4 GB")], "spec.resources.limits.memory", "quantity"),
+        ([("spec.env", {"TF_CONFIG": "{}"})], "spec.env.TF_CONFIG", "set by tflaunch"),
+        ([("spec.env", {"1X": "a"})], "spec.env.1X", "not a valid environment variable"),
+        ([("spec.labels", {"tflaunch.dev/job-name": "x"})], "spec.labels.tflaunch.dev/job-name",
+         "set by tflaunch"),
+        ([("spec.trainer.saveFreq", "hourly")], "spec.trainer.saveFreq", '"epoch"'),
+        ([("spec.checkpoint.mountPath", "data")], "spec.checkpoint.mountPath", "absolute"),
+        ([("apiVersion", "v1")], "apiVersion", "tflaunch.dev/v1alpha1"),
+        ([("kind", "TFJob")], "kind", "MultiWorkerJob"),
+        ([("spec.tolerations", "all")], "spec.tolerations", "expected a list"),
+        ([("spec.clusterDomain", "Cluster_Local")], "spec.clusterDomain", "DNS domain"),
+    ],
+)
+def test_bad_input_names_the_field_and_the_fix(overrides, field, hint):
+    error = _error(overrides)
+    assert error.field == field
+    assert hint in str(error)
+
+
+def test_missing_required_fields_are_named(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {}\nspec: {}\n")
+    with pytest.raises(SpecError) as caught:
+        load_job(str(path))
+    assert caught.value.field == "metadata.name"
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("spec: [unclosed", "malformed YAML at line 1"),
+        ("- a\n- b\n", "expected a YAML mapping"),
+        ("a: 1\n---\nb: 2\n", "found 2 documents"),
+    ],
+)
+def test_malformed_files_are_one_line_errors(tmp_path, capsys, content, expected):
+    path = tmp_path / "job.yaml"
+    path.write_text(content)
+    assert run(["render", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_unreadable_spec_file_is_a_usage_error(capsys):
+    assert run(["render", "does-not-exist.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read does-not-exist.yaml" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, field",
+    [
+        (["--workers", "0"], "spec.workers"),
+        (["--gpus", "-1"], "spec.gpusPerWorker"),
+        (["--set", "spec.port=99999"], "spec.port"),
+        (["--set", "spec.trainer.epocs=2"], "spec.trainer.epocs"),
+        (["--set", "nonsense"], "--set"),
+        (["--set", "spec.workers.x=1"], "spec.workers.x"),
+        (["--name", "Bad_Name"], "metadata.name"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_and_nothing_written(tmp_path, capsys, flags, field):
+    out_dir = tmp_path / "out"
+    assert run(["render", *flags, "--out-dir", str(out_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert field in err
+    assert not out_dir.exists()
+
+
+def test_set_reaches_any_field_and_flags_win_over_the_file():
+    from launcher.options import job_from_options
+
+    job = job_from_options(
+        EXAMPLE, ("spec.trainer.stepsPerEpoch=7", "spec.nodeSelector={pool: gpu}"), workers=4
+    )
+    assert job.spec.trainer.steps_per_epoch == 7
+    assert job.spec.node_selector == {"pool": "gpu"}
+    assert job.spec.workers == 4
+
+
+def test_render_works_with_flags_alone(capsys):
+    assert run(["render", "--workers", "4", "--gpus", "1", "--image", "r.io/t:1"]) == 0
+    out = capsys.readouterr().out
+    assert "r.io/t:1" in out and "completions: 4" in out
