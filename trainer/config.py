@@ -1,0 +1,233 @@
+"""The command line of `python -m trainer`, parsed into one frozen dataclass.
+
+Every flag is checked here, by argparse, so that a bad value costs one line and exit 2
+before anything heavy (TensorFlow, data, peers) is touched. Checks that need more than
+one flag or the cluster (batch divisibility, data shapes) live in `preflight` and `data`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+from launcher import contract
+
+SAVE_FREQ_EPOCH = "epoch"
+THREADS_AUTO = "auto"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything a worker needs to know, identical on every worker of a group."""
+
+    data: str | None
+    """Path of an mnist.npz; None means Keras' cached download."""
+    epochs: int
+    global_batch_size: int
+    """Summed over all replicas; each replica gets global / num_replicas_in_sync."""
+    steps_per_epoch: int | None
+    """Upper bound on steps per epoch; None means one pass over the training set."""
+    save_freq: str | int
+    """"epoch" or a number of steps between backups."""
+    checkpoint_dir: str | None
+    """Shared by all workers so a restarted group resumes; None means a fresh temp dir."""
+    model_dir: str
+    expect_gpus: int
+    rendezvous_timeout: float
+    collective_timeout: float
+    """Seconds one collective (and the watchdog) may wait for peers; 0 disables both."""
+    learning_rate: float
+    seed: int
+    max_train_examples: int | None
+    max_test_examples: int | None
+    threads: int | str
+    """Intra/inter-op threads: "auto", 0 for TensorFlow's default, or a count."""
+    steps_per_execution: int
+
+
+def _number(
+    kind: Callable[[str], int | float], minimum: float, what: str
+) -> Callable[[str], int | float]:
+    """An argparse type: `kind` parsed and at least `minimum`, else a one-line error."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+def _save_freq(text: str) -> str | int:
+    """ "epoch" or a positive number of steps."""
+    if text == SAVE_FREQ_EPOCH:
+        return text
+    try:
+        steps = int(text)
+    except ValueError:
+        steps = 0
+    if steps < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither 'epoch' nor a positive number of steps"
+        )
+    return steps
+
+
+def _threads(text: str) -> int | str:
+    """ "auto", 0 (TensorFlow's default) or a positive thread count."""
+    if text == THREADS_AUTO:
+        return text
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor a count >= 0")
+    return count
+
+
+_POSITIVE_INT = _number(int, 1, "a positive integer")
+_NON_NEGATIVE_INT = _number(int, 0, "an integer >= 0")
+_POSITIVE_SECONDS = _number(float, 0.001, "a positive number of seconds")
+_NON_NEGATIVE_SECONDS = _number(float, 0, "a number of seconds >= 0")
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    """The argparse parser; `env` supplies defaults that come from the environment."""
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer",
+        description=(
+            "Train the MNIST CNN under MultiWorkerMirroredStrategy; one process per "
+            "worker, the cluster comes from TF_CONFIG (absent = single worker).\n"
+            "Example: python -m trainer --data mnist.npz --epochs 3 --model-dir out/"
+        ),
+        epilog=(
+            f"Exit codes: {contract.EXIT_OK} done, {contract.EXIT_TRANSIENT} transient "
+            f"(retry may help), 2 bad flag, {contract.EXIT_RENDEZVOUS_TIMEOUT} peers "
+            f"never came, {contract.EXIT_CONFIG_ERROR} configuration error (retry "
+            "cannot help)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--data",
+        metavar="PATH",
+        default=env.get(contract.ENV_DATA) or None,
+        help=f"mnist.npz in Keras' format (default: ${contract.ENV_DATA}, else Keras' "
+        "cached download in ~/.keras/datasets)",
+    )
+    data.add_argument(
+        "--max-train-examples",
+        type=_POSITIVE_INT,
+        metavar="N",
+        help="use only the first N training examples (quick runs)",
+    )
+    data.add_argument(
+        "--max-test-examples",
+        type=_POSITIVE_INT,
+        metavar="N",
+        help="use only the first N test examples (quick runs)",
+    )
+
+    training = parser.add_argument_group("training")
+    training.add_argument("--epochs", type=_POSITIVE_INT, default=3, help="(default: 3)")
+    training.add_argument(
+        "--global-batch-size",
+        type=_POSITIVE_INT,
+        default=256,
+        metavar="N",
+        help="batch summed over all replicas; must be divisible by their number (default: 256)",
+    )
+    training.add_argument(
+        "--steps-per-epoch",
+        type=_POSITIVE_INT,
+        metavar="N",
+        help="cap on steps per epoch (default: one pass, train examples // global batch)",
+    )
+    training.add_argument(
+        "--learning-rate",
+        type=_number(float, 1e-12, "a positive number"),
+        default=1e-3,
+        help="Adam's (default: 0.001)",
+    )
+    training.add_argument(
+        "--seed",
+        type=int,
+        default=42,
+        help="shuffle and initialization seed, same on every worker (default: 42)",
+    )
+    training.add_argument(
+        "--steps-per-execution",
+        type=_POSITIVE_INT,
+        default=1,
+        metavar="N",
+        help="train steps per tf.function call; fewer Python round trips (default: 1)",
+    )
+
+    output = parser.add_argument_group("checkpoints and output")
+    output.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="BackupAndRestore directory, shared by all workers; a restarted group "
+        "resumes from it (default: a fresh temporary directory, so no resume)",
+    )
+    output.add_argument(
+        "--save-freq",
+        type=_save_freq,
+        default=SAVE_FREQ_EPOCH,
+        metavar="epoch|N",
+        help="back up at every epoch end or every N steps (default: epoch)",
+    )
+    output.add_argument(
+        "--model-dir",
+        default="./model",
+        metavar="DIR",
+        help=f"where the chief writes the SavedModel and {contract.RESULT_FILE} (default: ./model)",
+    )
+
+    cluster = parser.add_argument_group("cluster and devices")
+    cluster.add_argument(
+        "--expect-gpus",
+        type=_NON_NEGATIVE_INT,
+        default=0,
+        metavar="N",
+        help="fail unless N GPUs are visible (default: 0 = no check)",
+    )
+    cluster.add_argument(
+        "--rendezvous-timeout",
+        type=_POSITIVE_SECONDS,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for every peer to be reachable (default: 300)",
+    )
+    cluster.add_argument(
+        "--collective-timeout",
+        type=_NON_NEGATIVE_SECONDS,
+        default=300.0,
+        metavar="SECONDS",
+        help="fail (exit 1) when training makes no progress for this long, e.g. a peer "
+        "hangs; also the per-collective timeout; 0 disables (default: 300)",
+    )
+    cluster.add_argument(
+        "--threads",
+        type=_threads,
+        default=THREADS_AUTO,
+        metavar="auto|N",
+        help="TensorFlow intra/inter-op threads per worker; auto = usable CPUs "
+        "(affinity and cgroup limit) / workers on this host; 0 = TensorFlow's "
+        "default (default: auto)",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None, env: Mapping[str, str] | None = None) -> TrainConfig:
+    """Parse the command line; argparse exits 2 with one line on a bad value."""
+    namespace = build_parser(os.environ if env is None else env).parse_args(argv)
+    return TrainConfig(**vars(namespace))

@@ -1,0 +1,218 @@
+"""MNIST in, tf.data pipelines out, identical step counts on every worker.
+
+Loading and validation use only numpy so that a missing or malformed file is reported in
+a second, before TensorFlow is even imported. TensorFlow is imported inside the
+functions that build pipelines, for the same reason.
+
+Why the pipeline looks the way it does:
+* Every worker holds the whole (in-memory) dataset, so FILE sharding is impossible; the
+  DATA auto-shard policy is set explicitly and each worker keeps its slice of every
+  global batch.
+* Shuffling uses the same seed on every worker: DATA sharding relies on all workers
+  seeing the same sequence of global batches.
+* The pipeline repeats and `fit` gets an explicit `steps_per_epoch`, the same number on
+  every worker: a worker that runs out of data one step early leaves the others hanging
+  in a collective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import zipfile
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from trainer.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+IMAGE_DATA_PATH = "/opt/tflaunch/mnist.npz"
+"""Where the trainer image bakes the dataset in (the launcher sets TFLAUNCH_DATA to it)."""
+KERAS_CACHE = os.path.join("~", ".keras", "datasets", "mnist.npz")
+ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+IMAGE_SHAPE = (28, 28)
+NUM_CLASSES = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Mnist:
+    """The four arrays of Keras' mnist.npz, checked: images (N, 28, 28), labels (N,)."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+    def limited(self, max_train: int | None, max_test: int | None) -> Mnist:
+        """The first `max_train` / `max_test` examples, for quick runs."""
+        return Mnist(
+            self.x_train[:max_train],
+            self.y_train[:max_train],
+            self.x_test[:max_test],
+            self.y_test[:max_test],
+        )
+
+
+def missing_data_message(reason: str) -> str:
+    """One paragraph naming both ways to provide the data."""
+    return (
+        f"MNIST data is not available: {reason}. Provide it either by passing --data "
+        f"(or setting $TFLAUNCH_DATA) to an mnist.npz in Keras' format, e.g. downloaded "
+        f"once from {MNIST_URL}, or by running the trainer image, which bakes it in at "
+        f"{IMAGE_DATA_PATH}. Without either, the trainer tries Keras' download into "
+        f"{KERAS_CACHE}, which needs internet access."
+    )
+
+
+def validate(arrays: dict[str, np.ndarray], source: str) -> Mnist:
+    """Check names, shapes and label range of the four arrays.
+
+    Raises:
+        ConfigError: naming the array and what is wrong with it.
+    """
+    missing = [name for name in ARRAYS if name not in arrays]
+    if missing:
+        raise ConfigError(
+            f"{source} lacks array(s) {missing}; an mnist.npz in Keras' format has "
+            f"{list(ARRAYS)} (it has {sorted(arrays)})"
+        )
+    for split in ("train", "test"):
+        images, labels = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if images.ndim != 3 or images.shape[1:] != IMAGE_SHAPE:
+            raise ConfigError(f"{source}: x_{split} has shape {images.shape}, expected (N, 28, 28)")
+        if labels.shape != (images.shape[0],):
+            raise ConfigError(
+                f"{source}: y_{split} has shape {labels.shape}, expected "
+                f"({images.shape[0]},) to match x_{split}"
+            )
+        if not np.issubdtype(labels.dtype, np.integer) or (
+            labels.size and (labels.min() < 0 or labels.max() >= NUM_CLASSES)
+        ):
+            raise ConfigError(
+                f"{source}: y_{split} must hold integer labels 0..9 (dtype {labels.dtype})"
+            )
+    return Mnist(*(arrays[name] for name in ARRAYS))
+
+
+def read_npz(path: str) -> Mnist:
+    """Load and validate an mnist.npz.
+
+    Raises:
+        ConfigError: the file is missing, not an npz, or has the wrong arrays.
+    """
+    if not os.path.isfile(path):
+        raise ConfigError(missing_data_message(f"{path} does not exist"))
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise ConfigError(f"{path} is not a readable .npz file ({e})") from None
+    return validate(arrays, path)
+
+
+def download_with_keras() -> Mnist:
+    """Keras' own loader: its cache, else a download (needs internet).
+
+    Raises:
+        ConfigError: neither the cache nor the download worked.
+    """
+    import tf_keras
+
+    log.info("no --data / $TFLAUNCH_DATA: trying Keras' cache %s or download", KERAS_CACHE)
+    try:
+        (x_train, y_train), (x_test, y_test) = tf_keras.datasets.mnist.load_data()
+    except Exception as e:  # tf_keras raises a bare Exception on URL failures
+        raise ConfigError(missing_data_message(f"Keras' download failed ({e})")) from None
+    arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+    return validate(arrays, "Keras' mnist.npz")
+
+
+def load_mnist(path: str | None) -> Mnist:
+    """The dataset from `path` if given, else from Keras' cache or download."""
+    mnist = read_npz(path) if path else download_with_keras()
+    log.info(
+        "MNIST from %s: %d train / %d test images",
+        path or KERAS_CACHE,
+        len(mnist.y_train),
+        len(mnist.y_test),
+    )
+    return mnist
+
+
+def steps_in(num_examples: int, global_batch: int, split: str) -> int:
+    """Full global batches in a split; drop_remainder keeps shapes equal everywhere.
+
+    Raises:
+        ConfigError: the split holds less than one global batch.
+    """
+    steps = num_examples // global_batch
+    if steps == 0:
+        raise ConfigError(
+            f"the {split} set has {num_examples} example(s), fewer than one global batch "
+            f"of {global_batch}; lower --global-batch-size or raise --max-{split}-examples"
+        )
+    return steps
+
+
+def steps_per_epoch(num_examples: int, global_batch: int, requested: int | None) -> int:
+    """Steps per epoch, the same on every worker: min(requested, one pass)."""
+    available = steps_in(num_examples, global_batch, "train")
+    return min(requested, available) if requested else available
+
+
+def scale(images: np.ndarray) -> np.ndarray:
+    """uint8 (N, 28, 28) -> float32 (N, 28, 28, 1) in [0, 1]."""
+    return (images.astype(np.float32) / 255.0)[..., np.newaxis]
+
+
+def _distribute_options(threads: int) -> tf.data.Options:
+    """DATA sharding (in-memory data has no files) and a bounded tf.data thread pool."""
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    if threads:
+        options.threading.private_threadpool_size = max(2, threads)
+    return options
+
+
+def train_dataset(mnist: Mnist, global_batch: int, seed: int, threads: int = 0) -> tf.data.Dataset:
+    """Shuffled (same seed everywhere), batched globally, repeated, prefetched."""
+    import tensorflow as tf
+
+    return (
+        tf.data.Dataset.from_tensor_slices((scale(mnist.x_train), _labels(mnist.y_train)))
+        # The examples are already in memory as float32; `cache` keeps tf.data from
+        # re-materializing them. It comes BEFORE shuffle: caching after it would freeze
+        # the first epoch's order for every later epoch.
+        .cache()
+        .shuffle(len(mnist.y_train), seed=seed, reshuffle_each_iteration=True)
+        .batch(global_batch, drop_remainder=True)
+        .repeat()
+        .prefetch(tf.data.AUTOTUNE)
+        .with_options(_distribute_options(threads))
+    )
+
+
+def eval_dataset(mnist: Mnist, global_batch: int, threads: int = 0) -> tf.data.Dataset:
+    """Batched globally with drop_remainder, so every worker evaluates the same shapes."""
+    import tensorflow as tf
+
+    return (
+        tf.data.Dataset.from_tensor_slices((scale(mnist.x_test), _labels(mnist.y_test)))
+        .batch(global_batch, drop_remainder=True)
+        .cache()
+        .prefetch(tf.data.AUTOTUNE)
+        .with_options(_distribute_options(threads))
+    )
+
+
+def _labels(labels: np.ndarray) -> Any:
+    return labels.astype(np.int64)

@@ -1,0 +1,111 @@
+"""`python -m trainer`: preflight, then training; errors become exit codes.
+
+`main()` is the only place that turns exceptions into a message and an exit code
+(`program()` is the program without error handling). The order of `program()` matters:
+the environment is fixed before TensorFlow is imported, and every check that can fail
+fast runs before the strategy waits for peers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+
+from launcher import contract
+from trainer import data, logs, preflight
+from trainer.config import TrainConfig, parse_args
+from trainer.errors import ConfigError, TrainerError
+from trainer.plan import Plan
+
+log = logging.getLogger("trainer")
+
+
+def restarts_from_env() -> int:
+    """How often the group was restarted before this run ($TFLAUNCH_RESTARTS)."""
+    raw = os.environ.get(contract.ENV_RESTARTS, "0") or "0"
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise ConfigError(f"${contract.ENV_RESTARTS} must be an integer, got {raw!r}") from None
+
+
+def make_plan(
+    config: TrainConfig, cluster: preflight.Cluster, mnist: data.Mnist, gpus: int
+) -> Plan:
+    """Batch and step arithmetic, checked before any peer is contacted."""
+    replicas = cluster.num_workers * max(1, gpus)
+    per_replica = preflight.per_replica_batch(config.global_batch_size, replicas)
+    return Plan(
+        workers=cluster.num_workers,
+        replicas=replicas,
+        gpus_per_worker=gpus,
+        global_batch_size=config.global_batch_size,
+        per_replica_batch=per_replica,
+        steps_per_epoch=data.steps_per_epoch(
+            len(mnist.y_train), config.global_batch_size, config.steps_per_epoch
+        ),
+        eval_steps=data.steps_in(len(mnist.y_test), config.global_batch_size, "test"),
+        threads=preflight.thread_count(config.threads, cluster),
+    )
+
+
+def program(config: TrainConfig, env_warning: str | None) -> int:
+    """The trainer without error handling."""
+    cluster = preflight.parse_tf_config(os.environ.get(contract.ENV_TF_CONFIG))
+    logs.configure(cluster.label)
+    if env_warning:
+        log.warning("%s", env_warning)
+    if cluster.is_multi_worker:
+        log.info(
+            "worker %d of %d at %s (chief: %s)",
+            cluster.index,
+            cluster.num_workers,
+            cluster.address,
+            cluster.workers[0],
+        )
+    else:
+        log.info("no multi-worker TF_CONFIG: running single-worker")
+    restarts = restarts_from_env()
+    mnist = data.load_mnist(config.data).limited(
+        config.max_train_examples, config.max_test_examples
+    )
+    gpus = preflight.check_devices(config.expect_gpus, cluster.label)
+    plan = make_plan(config, cluster, mnist, gpus)
+    log.info("plan: %s", plan)
+
+    from trainer import train  # imports TensorFlow; the environment is ready by now
+    from trainer.watchdog import Watchdog
+
+    train.configure_threads(plan.threads)
+    preflight.rendezvous(cluster, config.rendezvous_timeout)
+    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="tflaunch-ckpt-")
+    if not config.checkpoint_dir:
+        log.warning(
+            "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
+        )
+    watchdog = Watchdog()
+    result = train.run(config, cluster, mnist, plan, checkpoint_dir, watchdog, restarts)
+    watchdog.stop()
+    if not config.checkpoint_dir:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    if cluster.is_chief:
+        train.publish_result(result, config.model_dir)
+    return contract.EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse flags (exit 2 on bad ones), run, and map failures to exit codes."""
+    config = parse_args(argv)
+    env_warning = preflight.prepare_environment(os.environ)
+    logs.configure("worker ?")
+    try:
+        return program(config, env_warning)
+    except TrainerError as e:
+        log.error("%s", e)
+        return e.exit_code
+    except Exception:
+        log.exception("unexpected failure; exiting %d so the Job retries", contract.EXIT_TRANSIENT)
+        return contract.EXIT_TRANSIENT

@@ -1,0 +1,437 @@
+"""Checks that run before MultiWorkerMirroredStrategy is constructed.
+
+Once the strategy exists, every mistake turns into a TensorFlow stack trace or, worse, a
+hang while the gRPC server waits for peers. So the cheap questions are asked here first,
+each failure becoming one message that names the field at fault: is TF_CONFIG sane, are
+the GPUs we were promised visible, does the global batch divide, are the peers up?
+
+This module must not import TensorFlow at module level: `prepare_environment` has to run
+before the first TensorFlow import (Keras 3's fit fails under MWMS, keras-team/keras#20585,
+so TF_USE_LEGACY_KERAS=1 must be in the environment when TensorFlow loads tf-keras).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, MutableMapping
+from types import TracebackType
+from typing import Any
+
+from launcher import contract
+from trainer.errors import ConfigError, RendezvousTimeout, TransientError
+
+log = logging.getLogger(__name__)
+
+WORKER_JOB = "worker"
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+"""Host names that mean "this machine" when counting co-located workers."""
+BACKOFF_FIRST_SECONDS = 0.2
+BACKOFF_MAX_SECONDS = 5.0
+CONNECT_TIMEOUT_SECONDS = 2.0
+
+
+# --- environment -------------------------------------------------------------------------
+
+
+def prepare_environment(env: MutableMapping[str, str]) -> str | None:
+    """Force TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+
+    Returns:
+        A warning to log when the user had set another value, else None. The warning is
+        returned, not logged, because logging is configured only later.
+    """
+    previous = env.get(contract.ENV_LEGACY_KERAS)
+    env[contract.ENV_LEGACY_KERAS] = "1"
+    # TensorFlow's C++ INFO lines (CUDA probing, oneDNN) drown the worker's own log.
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if previous is None or previous == "1":
+        return None
+    return (
+        f"{contract.ENV_LEGACY_KERAS} was {previous!r}; overriding it with '1' because "
+        "Keras 3's fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585) "
+        "and the trainer uses tf-keras"
+    )
+
+
+# --- TF_CONFIG ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """This worker's view of the group, from TF_CONFIG."""
+
+    workers: tuple[str, ...]
+    """"host:port" of every worker, in task-index order; empty without TF_CONFIG."""
+    index: int
+    """This worker's task index; worker 0 is the chief."""
+
+    @property
+    def num_workers(self) -> int:
+        return max(1, len(self.workers))
+
+    @property
+    def is_multi_worker(self) -> bool:
+        return len(self.workers) > 1
+
+    @property
+    def is_chief(self) -> bool:
+        return self.index == 0
+
+    @property
+    def address(self) -> str | None:
+        """This worker's own "host:port", None without TF_CONFIG."""
+        return self.workers[self.index] if self.workers else None
+
+    @property
+    def peers(self) -> tuple[str, ...]:
+        """Every other worker's "host:port"."""
+        return tuple(w for i, w in enumerate(self.workers) if i != self.index)
+
+    @property
+    def label(self) -> str:
+        """The log prefix, e.g. "worker 0/2"."""
+        return f"worker {self.index}/{self.num_workers}"
+
+
+SINGLE_WORKER = Cluster(workers=(), index=0)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """Split "host:port" (or "[v6]:port") and check the port.
+
+    Raises:
+        ValueError: with a message naming what is wrong.
+    """
+    host, sep, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host:
+        raise ValueError(f"{address!r} is not host:port")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"{address!r} has no valid port (1-65535)")
+    return host, int(port_text)
+
+
+def _field(mapping: Any, key: str, where: str) -> Any:
+    """`mapping[key]`, or a ConfigError naming the missing TF_CONFIG field."""
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"TF_CONFIG: {where} must be a JSON object, got {mapping!r}")
+    if key not in mapping:
+        raise ConfigError(f"TF_CONFIG: {where}.{key} is missing")
+    return mapping[key]
+
+
+def _worker_list(cluster: Any) -> tuple[str, ...]:
+    """Validate TF_CONFIG.cluster and return its worker addresses."""
+    if isinstance(cluster, dict):
+        others = sorted(set(cluster) - {WORKER_JOB})
+        if others:
+            raise ConfigError(
+                f"TF_CONFIG: cluster has job(s) {others}; the trainer supports only "
+                f"'{WORKER_JOB}' (worker 0 is the chief), which is what tflaunch renders"
+            )
+    workers = _field(cluster, WORKER_JOB, "cluster")
+    if not isinstance(workers, list) or not workers:
+        raise ConfigError("TF_CONFIG: cluster.worker must be a non-empty list of host:port")
+    seen: set[str] = set()
+    for position, address in enumerate(workers):
+        if not isinstance(address, str):
+            raise ConfigError(f"TF_CONFIG: cluster.worker[{position}] is not a string")
+        try:
+            split_address(address)
+        except ValueError as e:
+            raise ConfigError(f"TF_CONFIG: cluster.worker[{position}]: {e}") from None
+        if address in seen:
+            raise ConfigError(
+                f"TF_CONFIG: cluster.worker lists {address!r} twice; every worker needs "
+                "its own host:port"
+            )
+        seen.add(address)
+    return tuple(workers)
+
+
+def _task_index(task: Any, num_workers: int) -> int:
+    """Validate TF_CONFIG.task and return its index."""
+    task_type = _field(task, "type", "task")
+    if task_type != WORKER_JOB:
+        raise ConfigError(
+            f"TF_CONFIG: task.type is {task_type!r}; the trainer supports only '{WORKER_JOB}' tasks"
+        )
+    index = _field(task, "index", "task")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ConfigError(f"TF_CONFIG: task.index must be an integer, got {index!r}")
+    if not 0 <= index < num_workers:
+        raise ConfigError(
+            f"TF_CONFIG: task.index {index} is out of range for {num_workers} worker(s) "
+            f"in cluster.worker (valid: 0..{num_workers - 1})"
+        )
+    return index
+
+
+def parse_tf_config(raw: str | None) -> Cluster:
+    """Parse and check TF_CONFIG; absent or empty means a single worker.
+
+    Raises:
+        ConfigError: naming the TF_CONFIG field at fault.
+    """
+    if raw is None or not raw.strip():
+        return SINGLE_WORKER
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"TF_CONFIG is not valid JSON ({e}): {raw[:200]!r}") from None
+    workers = _worker_list(_field(config, "cluster", "TF_CONFIG"))
+    index = _task_index(_field(config, "task", "TF_CONFIG"), len(workers))
+    return Cluster(workers=workers, index=index)
+
+
+def colocated_workers(cluster: Cluster) -> int:
+    """How many workers of the group run on this worker's host (at least 1).
+
+    In Kubernetes every pod has its own host name, so this is 1; `tflaunch local` puts
+    all workers on loopback, where they share the cores.
+    """
+    if not cluster.workers:
+        return 1
+    my_host = split_address(cluster.workers[cluster.index])[0]
+    hosts = [split_address(address)[0] for address in cluster.workers]
+    return sum(1 for host in hosts if _same_host(host, my_host))
+
+
+def _same_host(a: str, b: str) -> bool:
+    return a == b or (a in LOCAL_HOSTS and b in LOCAL_HOSTS)
+
+
+# --- batch -------------------------------------------------------------------------------
+
+
+def per_replica_batch(global_batch: int, replicas: int) -> int:
+    """The batch each replica computes on; the global batch must divide evenly.
+
+    Raises:
+        ConfigError: suggesting the nearest valid global batch sizes.
+    """
+    if global_batch % replicas == 0:
+        return global_batch // replicas
+    below = global_batch // replicas * replicas
+    above = below + replicas
+    nearby = f"{below} or {above}" if below else f"{above}"
+    raise ConfigError(
+        f"--global-batch-size {global_batch} is not divisible by the {replicas} replicas "
+        f"in sync; use a multiple of {replicas}, e.g. {nearby}"
+    )
+
+
+# --- devices -----------------------------------------------------------------------------
+
+
+def check_devices(expect_gpus: int, label: str) -> int:
+    """Log what TensorFlow sees and return the number of GPUs.
+
+    Imports TensorFlow, so it must run after `prepare_environment`.
+
+    Raises:
+        ConfigError: fewer GPUs than `expect_gpus` are visible.
+    """
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    gpus = tf.config.list_physical_devices("GPU")
+    log.info(
+        "TensorFlow %s sees %d CPU and %d GPU device(s)%s",
+        tf.__version__,
+        len(cpus),
+        len(gpus),
+        f": {[g.name for g in gpus]}" if gpus else "",
+    )
+    if len(gpus) < expect_gpus:
+        raise ConfigError(
+            f"{label} expected {expect_gpus} GPU(s) but TensorFlow sees {len(gpus)}. "
+            "Check, in order: the NVIDIA driver is installed on the node (nvidia-smi "
+            "there); the container runtime exposes GPUs (nvidia-container-toolkit / the "
+            "NVIDIA device plugin); the pod spec requests them (resources.limits "
+            f"nvidia.com/gpu: {expect_gpus}); and the image has a CUDA build of "
+            f"TensorFlow (tf.test.is_built_with_cuda() is {tf.test.is_built_with_cuda()})."
+        )
+    return len(gpus)
+
+
+# --- rendezvous --------------------------------------------------------------------------
+
+
+class ProbeListener:
+    """A throwaway TCP listener on this worker's own port while it waits for peers.
+
+    Peers only see TensorFlow's gRPC port once MWMS is constructed, and we construct it
+    only once the peers are reachable: without a stand-in, every worker would wait for the
+    others forever. The listener accepts and closes connections; `close()` frees the port
+    (SO_REUSEADDR) right before TensorFlow binds it. A peer that probes us after that
+    reaches TensorFlow's gRPC server instead, and a bare connect-and-close is harmless to
+    it; a peer that probes in the gap between the two gets "refused" and retries.
+    """
+
+    def __init__(self, port: int) -> None:
+        try:
+            if socket.has_dualstack_ipv6():
+                self._socket = socket.create_server(
+                    ("", port), family=socket.AF_INET6, dualstack_ipv6=True
+                )
+            else:
+                self._socket = socket.create_server(("", port))
+        except OSError as e:
+            raise TransientError(
+                f"cannot listen on this worker's port {port} ({e}); another process "
+                "holds it, and TensorFlow could not bind it either"
+            ) from None
+        self._socket.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="probe-listener", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._socket.accept()
+            except (TimeoutError, OSError):
+                continue
+            connection.close()
+
+    def close(self) -> None:
+        """Stop accepting and free the port for TensorFlow's gRPC server."""
+        self._stop.set()
+        self._thread.join()
+        self._socket.close()
+
+    def __enter__(self) -> ProbeListener:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def probe(address: str, timeout: float) -> str | None:
+    """Try to resolve and connect to `address`; None when it answered, else why not."""
+    host, port = split_address(address)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        return f"DNS: {e.strerror}"
+    reason = "no address"
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as connection:
+                connection.settimeout(timeout)
+                connection.connect(sockaddr)
+            return None
+        except OSError as e:
+            reason = e.strerror or type(e).__name__
+    return reason
+
+
+def backoff_delays(
+    first: float = BACKOFF_FIRST_SECONDS, cap: float = BACKOFF_MAX_SECONDS
+) -> Iterable[float]:
+    """0.2, 0.4, 0.8 ... seconds, capped: quick when peers are close, gentle when not."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(cap, delay * 2)
+
+
+def wait_for_peers(
+    peers: Iterable[str],
+    timeout: float,
+    probe_fn: Callable[[str, float], str | None] = probe,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Return once every peer resolves and accepts TCP; DNS failures are retried too.
+
+    A peer may be slow to get a DNS record (headless Services publish a pod once it
+    runs, and resolvers cache the negative answer meanwhile), so every failure is
+    retried with capped exponential backoff until `timeout`.
+
+    Raises:
+        RendezvousTimeout: naming every peer that never answered, and why.
+    """
+    deadline = clock() + timeout
+    pending = {peer: "not tried" for peer in peers}
+    delays = iter(backoff_delays())
+    while pending:
+        for peer in list(pending):
+            remaining = max(0.05, deadline - clock())
+            reason = probe_fn(peer, min(CONNECT_TIMEOUT_SECONDS, remaining))
+            if reason is None:
+                log.info("peer %s is reachable", peer)
+                del pending[peer]
+            else:
+                pending[peer] = reason
+        if not pending:
+            return
+        remaining = deadline - clock()
+        if remaining <= 0:
+            missing = ", ".join(f"{peer} ({why})" for peer, why in sorted(pending.items()))
+            raise RendezvousTimeout(
+                f"peers never became reachable within {timeout:g}s: {missing}. Their pods "
+                "may not be scheduled or running, or the headless Service / DNS name "
+                "does not match TF_CONFIG"
+            )
+        sleep(min(next(delays), remaining))
+
+
+def rendezvous(cluster: Cluster, timeout: float) -> None:
+    """Wait for every peer while answering their probes on our own port."""
+    if not cluster.is_multi_worker or cluster.address is None:
+        return
+    _, port = split_address(cluster.address)
+    log.info("waiting up to %gs for peers %s", timeout, ", ".join(cluster.peers))
+    started = time.monotonic()
+    with ProbeListener(port):
+        wait_for_peers(cluster.peers, timeout)
+    log.info("all %d peers reachable after %.1fs", len(cluster.peers), time.monotonic() - started)
+
+
+# --- threads -----------------------------------------------------------------------------
+
+
+def cgroup_cpu_limit(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
+    """The CPU limit of this container (cgroup v2 cpu.max, rounded up), None if none."""
+    try:
+        with open(path, encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    return max(1, math.ceil(int(quota) / int(period)))
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: affinity mask, capped by the cgroup limit.
+
+    TensorFlow sizes its thread pools from the host's core count, which in a pod limited
+    to 2 CPUs on a 64-core node means 64 threads fighting over 2 cores.
+    """
+    affinity = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
+    limit = cgroup_cpu_limit()
+    return min(affinity, limit) if limit else affinity
+
+
+def thread_count(requested: int | str, cluster: Cluster) -> int:
+    """Threads per worker: the requested count, 0 for TF's default, or auto-detected."""
+    if isinstance(requested, int):
+        return requested
+    return max(1, usable_cpus() // colocated_workers(cluster))

@@ -1,0 +1,323 @@
+"""Training under MultiWorkerMirroredStrategy: strategy, fit, evaluate, export, result.
+
+Imports TensorFlow, so it is imported only after `preflight.prepare_environment` (see
+`trainer.main`). Every worker runs the same code; the differences between the chief and
+the others are confined to where files go (`export_model`, `publish_result`), because
+every collective (each step, each save) needs all workers to take part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import tensorflow as tf
+import tf_keras as keras
+
+from launcher import contract
+from trainer import data
+from trainer import model as model_lib
+from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
+from trainer.errors import ConfigError, TransientError
+from trainer.plan import Plan
+from trainer.preflight import Cluster
+from trainer.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
+
+BACKUP_SUBDIR = "chief"
+"""Where tf-keras' BackupAndRestore keeps the checkpoint that every worker restores."""
+HISTORY_FILE = "tflaunch-history.json"
+"""Per-epoch metrics of earlier runs, written by the chief next to the backup."""
+TRANSIENT_TF_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+)
+"""What a dead, frozen or restarted peer looks like from a surviving worker."""
+
+
+# --- strategy ----------------------------------------------------------------------------
+
+
+def configure_threads(threads: int) -> None:
+    """Bound TensorFlow's thread pools; must run before the runtime starts (0 = default)."""
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def make_strategy(gpus: int, collective_timeout: float) -> tf.distribute.Strategy:
+    """MWMS with NCCL on GPUs, RING on CPUs, and a per-collective timeout.
+
+    Reads TF_CONFIG (already checked by preflight) and starts this worker's gRPC server.
+    """
+    implementation = (
+        tf.distribute.experimental.CommunicationImplementation.NCCL
+        if gpus
+        else tf.distribute.experimental.CommunicationImplementation.RING
+    )
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=implementation,
+        timeout_seconds=collective_timeout or None,
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+# --- resume ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePoint:
+    """Where BackupAndRestore will continue: (0, 0) on a fresh start."""
+
+    epoch: int
+    step: int
+
+
+def _saved_counter(reader: Any, name: str) -> int:
+    return int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def resume_point(checkpoint_dir: str, steps_per_epoch: int, save_freq: str | int) -> ResumePoint:
+    """Read the epoch/step BackupAndRestore will resume at, before `fit` restores it.
+
+    Reads the same checkpoint and applies the same rule as tf-keras'
+    `WorkerTrainingState.maybe_load_initial_counters_from_ckpt`, so the reported
+    `resumed_from_epoch` is where training really continues.
+    """
+    latest = tf.train.latest_checkpoint(os.path.join(checkpoint_dir, BACKUP_SUBDIR))
+    if latest is None:
+        return ResumePoint(0, 0)
+    reader = tf.train.load_checkpoint(latest)
+    epoch = _saved_counter(reader, "ckpt_saved_epoch")
+    batch = _saved_counter(reader, "ckpt_saved_batch")
+    if save_freq == SAVE_FREQ_EPOCH:
+        return ResumePoint(epoch + 1, 0) if epoch >= 0 else ResumePoint(0, 0)
+    if batch < 0:
+        return ResumePoint(0, 0)
+    if batch == steps_per_epoch - 1:
+        return ResumePoint(epoch + 1, 0)
+    return ResumePoint(epoch, batch + 1)
+
+
+def read_history(checkpoint_dir: str, epochs: int) -> list[dict[str, float]]:
+    """Metrics of the first `epochs` epochs, recorded by an earlier run of the group."""
+    try:
+        with open(os.path.join(checkpoint_dir, HISTORY_FILE), encoding="utf-8") as f:
+            return list(json.load(f))[:epochs]
+    except (OSError, ValueError):
+        return []
+
+
+# --- callbacks ---------------------------------------------------------------------------
+
+
+class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
+    """Logs each epoch on every worker, feeds the watchdog, records history (chief)."""
+
+    def __init__(
+        self,
+        epochs: int,
+        watchdog: Watchdog,
+        history: list[dict[str, float]],
+        history_path: str | None,
+    ) -> None:
+        super().__init__()
+        self._epochs = epochs
+        self._watchdog = watchdog
+        self._history = history
+        self._history_path = history_path
+        self._epoch_started = time.monotonic()
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._epoch_started = time.monotonic()
+        self._watchdog.beat()
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._watchdog.beat()
+
+    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._watchdog.beat()
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._watchdog.beat()
+        metrics = {"loss": float((logs or {})["loss"]), "accuracy": float((logs or {})["accuracy"])}
+        log.info(
+            "epoch %d/%d: loss=%.4f accuracy=%.4f (%.1fs)",
+            epoch + 1,
+            self._epochs,
+            metrics["loss"],
+            metrics["accuracy"],
+            time.monotonic() - self._epoch_started,
+        )
+        del self._history[epoch:]
+        self._history.append(metrics)
+        if self._history_path:
+            _write_json(self._history_path, self._history)
+
+
+def _write_json(path: str, value: Any) -> None:
+    """Write atomically: a reader (a restarted worker) never sees half a file."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+    os.replace(temporary, path)
+
+
+# --- export and result -------------------------------------------------------------------
+
+
+def export_model(model: keras.Model, model_dir: str, is_chief: bool) -> None:
+    """Save a SavedModel: the chief into `model_dir`, the others into a temp dir.
+
+    Every worker must call save (reading distributed variables is a collective), but
+    only the chief's copy is kept.
+    """
+    target = model_dir if is_chief else tempfile.mkdtemp(prefix="tflaunch-export-")
+    try:
+        model.save(target, save_format="tf")
+    finally:
+        if not is_chief:
+            shutil.rmtree(target, ignore_errors=True)
+
+
+def publish_result(result: dict[str, Any], model_dir: str) -> None:
+    """Write result.json and print it as one `TFLAUNCH_RESULT {json}` line (chief only)."""
+    os.makedirs(model_dir, exist_ok=True)
+    _write_json(os.path.join(model_dir, contract.RESULT_FILE), result)
+    print(contract.RESULT_LINE_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def _transient(phase: str, error: tf.errors.OpError) -> TransientError:
+    first_line = (error.message or str(error)).strip().splitlines()[0]
+    return TransientError(
+        f"{phase} failed because a peer died, froze or restarted "
+        f"({type(error).__name__}: {first_line}); exiting so that the group restarts "
+        "from the last checkpoint"
+    )
+
+
+def build_compiled_model(strategy: tf.distribute.Strategy, config: TrainConfig) -> Any:
+    """Everything that creates variables (model AND optimizer) goes under the scope."""
+    with strategy.scope():
+        model = model_lib.build_model()
+        model_lib.compile_model(model, config.learning_rate, config.steps_per_execution)
+    return model
+
+
+def run(
+    config: TrainConfig,
+    cluster: Cluster,
+    mnist: data.Mnist,
+    plan: Plan,
+    checkpoint_dir: str,
+    watchdog: Watchdog,
+    restarts: int,
+) -> dict[str, Any]:
+    """Train, evaluate and export; return the result every worker computed.
+
+    Raises:
+        TransientError: a peer failed during training, evaluation or export.
+    """
+    model_lib.require_tf_keras()
+    tf.keras.utils.set_random_seed(config.seed)
+    watchdog.arm("cluster start", config.rendezvous_timeout, contract.EXIT_RENDEZVOUS_TIMEOUT)
+    strategy = make_strategy(plan.gpus_per_worker, config.collective_timeout)
+    watchdog.disarm()
+    if strategy.num_replicas_in_sync != plan.replicas:
+        raise ConfigError(
+            f"planned {plan.replicas} replicas but the strategy has "
+            f"{strategy.num_replicas_in_sync}; do all workers see the same GPUs?"
+        )
+    resume = resume_point(checkpoint_dir, plan.steps_per_epoch, config.save_freq)
+    if resume.epoch or resume.step:
+        log.info(
+            "resuming from the backup in %s at epoch %d step %d",
+            checkpoint_dir,
+            resume.epoch + 1,
+            resume.step,
+        )
+    history = read_history(checkpoint_dir, resume.epoch)
+    model = build_compiled_model(strategy, config)
+    callbacks = [
+        ProgressCallback(
+            config.epochs,
+            watchdog,
+            history,
+            os.path.join(checkpoint_dir, HISTORY_FILE) if cluster.is_chief else None,
+        ),
+        keras.callbacks.BackupAndRestore(checkpoint_dir, save_freq=config.save_freq),
+    ]
+    train = data.train_dataset(mnist, plan.global_batch_size, config.seed, plan.threads)
+    test = data.eval_dataset(mnist, plan.global_batch_size, plan.threads)
+
+    watchdog.arm("training", config.collective_timeout)
+    try:
+        started = time.monotonic()
+        model.fit(
+            train,
+            epochs=config.epochs,
+            steps_per_epoch=plan.steps_per_epoch,
+            callbacks=callbacks,
+            verbose=0,
+        )
+        fit_seconds = max(time.monotonic() - started, 1e-6)
+    except TRANSIENT_TF_ERRORS as e:
+        raise _transient("training", e) from None
+    try:
+        watchdog.arm("evaluation", config.collective_timeout)
+        scores = model.evaluate(
+            test, steps=plan.eval_steps, callbacks=callbacks[:1], return_dict=True, verbose=0
+        )
+        watchdog.arm("export", config.collective_timeout)
+        export_model(model, config.model_dir, cluster.is_chief)
+    except TRANSIENT_TF_ERRORS as e:
+        raise _transient("evaluation/export", e) from None
+    watchdog.disarm()
+
+    steps_run = (config.epochs - resume.epoch) * plan.steps_per_epoch - resume.step
+    digest = model_lib.weights_digest(model)
+    log.info(
+        "test accuracy %.4f, loss %.4f; %.0f images/s; weights sha256 %s",
+        scores["accuracy"],
+        scores["loss"],
+        steps_run * plan.global_batch_size / fit_seconds,
+        digest,
+    )
+    if cluster.is_chief:
+        _remove(os.path.join(checkpoint_dir, HISTORY_FILE))
+    return {
+        "test_accuracy": float(scores["accuracy"]),
+        "test_loss": float(scores["loss"]),
+        "epochs": config.epochs,
+        "workers": plan.workers,
+        "replicas": plan.replicas,
+        "global_batch_size": plan.global_batch_size,
+        "steps_per_epoch": plan.steps_per_epoch,
+        "images_per_sec": round(max(0, steps_run) * plan.global_batch_size / fit_seconds, 1),
+        "fit_seconds": round(fit_seconds, 3),
+        "restarts": restarts,
+        "resumed_from_epoch": resume.epoch,
+        "history": {
+            "loss": [epoch["loss"] for epoch in history],
+            "accuracy": [epoch["accuracy"] for epoch in history],
+        },
+        "weights_sha256": digest,
+    }
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)

@@ -1,0 +1,89 @@
+"""Exit when training stops making progress, so a hung group is restarted.
+
+TensorFlow's coordination service notices a peer that died or froze (its heartbeats
+stop) and aborts the collectives within ~10-20 s. It cannot notice a peer that is alive
+but stuck outside TensorFlow (a deadlocked input pipeline, a hung NFS read): its
+heartbeats go on while everyone else waits in an all-reduce forever. This thread is the
+last line: no step finished for `timeout` seconds -> log why and exit the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from launcher import contract
+
+log = logging.getLogger(__name__)
+
+
+class Watchdog:
+    """A background thread that exits the process when `beat()` stops being called."""
+
+    def __init__(
+        self,
+        exit_fn: Callable[[int], object] = os._exit,
+        clock: Callable[[], float] = time.monotonic,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self._exit_fn = exit_fn
+        self._clock = clock
+        self._poll_seconds = poll_seconds
+        self._lock = threading.Lock()
+        self._last_beat = clock()
+        self._phase: str | None = None
+        self._timeout = 0.0
+        self._exit_code = contract.EXIT_TRANSIENT
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, phase: str, timeout: float, exit_code: int = contract.EXIT_TRANSIENT) -> None:
+        """Watch `phase`: exit with `exit_code` after `timeout` s without a beat (0 = off)."""
+        with self._lock:
+            self._phase, self._timeout, self._exit_code = phase, timeout, exit_code
+            self._last_beat = self._clock()
+
+    def beat(self) -> None:
+        """Record progress (a step, an epoch boundary)."""
+        with self._lock:
+            self._last_beat = self._clock()
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._phase = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _expired(self) -> tuple[str, float, int] | None:
+        with self._lock:
+            if self._phase is None or not self._timeout:
+                return None
+            if self._clock() - self._last_beat < self._timeout:
+                return None
+            return self._phase, self._timeout, self._exit_code
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._poll_seconds):
+            expired = self._expired()
+            if expired is None:
+                continue
+            phase, timeout, exit_code = expired
+            log.error(
+                "no progress in %s for %gs: a peer is probably dead or stuck; exiting "
+                "(code %d) so that the group is restarted from the last checkpoint",
+                phase,
+                timeout,
+                exit_code,
+            )
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            sys.stdout.flush()
+            self._exit_fn(exit_code)
+            return
