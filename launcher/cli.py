@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,57 @@ def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_sch
     click.echo(f"ok: {job.name}: {len(objects)} objects valid against Kubernetes {version} schemas")
 
 
+@cli.command("local")
+@spec_options
+@click.option(
+    "--data",
+    metavar="PATH",
+    help="mnist.npz in Keras' format (default: "
+    "$TFLAUNCH_DATA, else Keras' cached download in ~/.keras/datasets).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Checkpoints, model and result.json (default: ./tflaunch-runs/NAME).",
+)
+@click.argument("trainer_args", nargs=-1, metavar="[-- TRAINER_ARGS...]")
+@with_spec
+def local_command(
+    job: MultiWorkerJob,
+    data: str | None,
+    workdir: Path | None,
+    trainer_args: tuple[str, ...],
+) -> None:
+    """Train on this machine: the job's workers as local processes, same TF_CONFIG builder.
+
+    A failed worker restarts the whole group, resuming from the checkpoint, up to
+    spec.backoffLimit times. Needs the trainer extra: pip install 'tflaunch[trainer]'.
+
+    \b
+    Examples:
+      tflaunch local --workers 2
+      tflaunch local examples/mnist.yaml --data ~/mnist.npz --epochs 1
+      tflaunch local --workers 2 -- --max-train-examples 6000
+    """
+    from launcher import local
+
+    if data is not None and not Path(data).is_file():
+        raise click.BadParameter(
+            f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
+        )
+    workdir = workdir or Path("tflaunch-runs") / job.name
+    click.echo(
+        f"tflaunch: {job.name}: {job.spec.workers} local worker(s), "
+        f"global batch {job.spec.trainer.global_batch_size}, workdir {workdir}"
+    )
+    result = local.run_local(job, workdir, data, trainer_args, write=click.echo)
+    click.echo(
+        f"tflaunch: {job.name} succeeded: test_accuracy={result.get('test_accuracy'):.4f} "
+        f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
+        f"-> {local.LocalPaths(workdir).result_file}"
+    )
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -135,6 +187,15 @@ def run(argv: list[str] | None = None) -> int:
         return int(error.exit_status)
     except BrokenPipeError:
         return ExitStatus.SUCCESS  # `tflaunch render | head`
+    except Exception as error:  # a bug: still one line, the traceback only on request
+        if os.environ.get("TFLAUNCH_DEBUG"):
+            raise
+        click.echo(
+            f"tflaunch: internal error: {type(error).__name__}: {_one_line(str(error))} "
+            "(rerun with TFLAUNCH_DEBUG=1 for the traceback, and please report it)",
+            err=True,
+        )
+        return ExitStatus.ERROR
     return int(result) if isinstance(result, int) else ExitStatus.SUCCESS
 
 

@@ -27,6 +27,7 @@ SPEC_FLAGS: dict[str, str] = {
     "layout": "spec.layout",
     "epochs": "spec.trainer.epochs",
     "global_batch_size": "spec.trainer.globalBatchSize",
+    "steps_per_epoch": "spec.trainer.stepsPerEpoch",
 }
 
 
@@ -42,6 +43,7 @@ def spec_options(func: F) -> F:
         click.option("--layout", type=click.Choice(["indexed", "per-worker"]), help="Job layout."),
         click.option("--epochs", type=int, help="Training epochs."),
         click.option("--global-batch-size", type=int, help="Global batch (all replicas)."),
+        click.option("--steps-per-epoch", type=int, help="Cap on steps per epoch."),
         click.option(
             "--set", "assignments", multiple=True, metavar="PATH=VALUE",
             help="Set any spec field, e.g. --set spec.trainer.stepsPerEpoch=100 (repeatable).",

@@ -19,10 +19,14 @@ from launcher.spec import default_document, job_from_document
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 small_ints = st.integers(min_value=-3, max_value=70000)
-names = st.one_of(st.from_regex(r"[a-z][a-z0-9-]{0,70}", fullmatch=True),
-                  st.text(max_size=12), st.sampled_from(["yes", "null", "a--b", "x" * 60]))
-scalars = st.one_of(st.none(), st.booleans(), small_ints, st.floats(allow_nan=False),
-                    st.text(max_size=10))
+names = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9-]{0,70}", fullmatch=True),
+    st.text(max_size=12),
+    st.sampled_from(["yes", "null", "a--b", "x" * 60]),
+)
+scalars = st.one_of(
+    st.none(), st.booleans(), small_ints, st.floats(allow_nan=False), st.text(max_size=10)
+)
 
 
 def _flag_lists() -> st.SearchStrategy[list[str]]:
@@ -35,13 +39,29 @@ def _flag_lists() -> st.SearchStrategy[list[str]]:
         st.tuples(st.just("--namespace"), names),
         st.tuples(st.just("--layout"), st.sampled_from(["indexed", "per-worker", "other"])),
         st.tuples(st.just("--image"), st.sampled_from(["r.io/t:1", "", "a b", "x@sha256:00"])),
-        st.tuples(st.just("--set"), st.builds(
-            lambda k, v: f"{k}={v}",
-            st.sampled_from(["spec.port", "spec.trainer.stepsPerEpoch", "spec.suspend",
-                             "spec.trainer.saveFreq", "spec.backoffLimit", "spec.env",
-                             "spec.resources.limits.cpu", "spec.clusterDomain", "spec.typo"]),
-            st.one_of(small_ints.map(str), st.sampled_from(["true", "epoch", "{A: b}", "1Gi",
-                                                            "[1]", "ok.local", "'x'"])))),
+        st.tuples(
+            st.just("--set"),
+            st.builds(
+                lambda k, v: f"{k}={v}",
+                st.sampled_from(
+                    [
+                        "spec.port",
+                        "spec.trainer.stepsPerEpoch",
+                        "spec.suspend",
+                        "spec.trainer.saveFreq",
+                        "spec.backoffLimit",
+                        "spec.env",
+                        "spec.resources.limits.cpu",
+                        "spec.clusterDomain",
+                        "spec.typo",
+                    ]
+                ),
+                st.one_of(
+                    small_ints.map(str),
+                    st.sampled_from(["true", "epoch", "{A: b}", "1Gi", "[1]", "ok.local", "'x'"]),
+                ),
+            ),
+        ),
         st.tuples(st.just("--set"), st.text(max_size=15)),
     )
     return st.lists(flag, max_size=5).map(lambda pairs: [x for pair in pairs for x in pair])
@@ -71,12 +91,36 @@ def test_random_flags_render_valid_manifests_or_fail_in_one_line(flags, output):
 
 
 def _mutations() -> st.SearchStrategy[list[tuple[list[str], object]]]:
-    paths = st.lists(st.sampled_from(["spec", "metadata", "trainer", "workers", "resources",
-                                      "limits", "cpu", "image", "env", "tolerations", "name",
-                                      "checkpoint", "claimName", "port", "bogus"]),
-                     min_size=1, max_size=4)
-    values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                          st.dictionaries(st.text(max_size=5), inner, max_size=3)), max_leaves=5)
+    paths = st.lists(
+        st.sampled_from(
+            [
+                "spec",
+                "metadata",
+                "trainer",
+                "workers",
+                "resources",
+                "limits",
+                "cpu",
+                "image",
+                "env",
+                "tolerations",
+                "name",
+                "checkpoint",
+                "claimName",
+                "port",
+                "bogus",
+            ]
+        ),
+        min_size=1,
+        max_size=4,
+    )
+    values = st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        ),
+        max_leaves=5,
+    )
     return st.lists(st.tuples(paths, values), max_size=4)
 
 

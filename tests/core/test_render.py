@@ -18,9 +18,12 @@ UPDATE = os.environ.get("TFLAUNCH_UPDATE_GOLDEN") == "1"
 
 GOLDEN_CASES = {
     "indexed-3-workers.yaml": [("spec.workers", 3), ("spec.trainer.globalBatchSize", 192)],
-    "per-worker-2-gpus.yaml": [("spec.layout", "per-worker"), ("spec.gpusPerWorker", 2),
-                               ("spec.trainer.globalBatchSize", 256),
-                               ("spec.checkpoint.claimName", "ckpt")],
+    "per-worker-2-gpus.yaml": [
+        ("spec.layout", "per-worker"),
+        ("spec.gpusPerWorker", 2),
+        ("spec.trainer.globalBatchSize", 256),
+        ("spec.checkpoint.claimName", "ckpt"),
+    ],
 }
 
 
@@ -40,18 +43,43 @@ def test_checked_in_manifests_match_a_fresh_render():
 
 
 def _kitchen_sink(layout: str) -> list[dict]:
-    return render(load_job("examples/mnist-gpu.yaml", [
-        ("spec.layout", layout), ("spec.nodeSelector", {"pool": "gpu"}),
-        ("spec.affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "gpu", "operator": "In", "values": ["a100"]}]}]}}}),
-        ("spec.imagePullSecrets", ["regcred"]), ("spec.schedulerName", "volcano"),
-        ("spec.priorityClassName", "high"), ("spec.serviceAccountName", "trainer"),
-        ("spec.activeDeadlineSeconds", 3600), ("spec.env", {"NCCL_DEBUG": "INFO"}),
-        ("spec.labels", {"kueue.x-k8s.io/queue-name": "gpu"}), ("spec.annotations", {"a/b": "c"}),
-        ("spec.suspend", True), ("spec.trainer.stepsPerEpoch", 10),
-        ("spec.trainer.extraArgs", ["--seed", "1"]), ("spec.trainer.dataPath", "/data/m.npz"),
-    ]))
+    return render(
+        load_job(
+            "examples/mnist-gpu.yaml",
+            [
+                ("spec.layout", layout),
+                ("spec.nodeSelector", {"pool": "gpu"}),
+                (
+                    "spec.affinity",
+                    {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "gpu", "operator": "In", "values": ["a100"]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                ),
+                ("spec.imagePullSecrets", ["regcred"]),
+                ("spec.schedulerName", "volcano"),
+                ("spec.priorityClassName", "high"),
+                ("spec.serviceAccountName", "trainer"),
+                ("spec.activeDeadlineSeconds", 3600),
+                ("spec.env", {"NCCL_DEBUG": "INFO"}),
+                ("spec.labels", {"kueue.x-k8s.io/queue-name": "gpu"}),
+                ("spec.annotations", {"a/b": "c"}),
+                ("spec.suspend", True),
+                ("spec.trainer.stepsPerEpoch", 10),
+                ("spec.trainer.extraArgs", ["--seed", "1"]),
+                ("spec.trainer.dataPath", "/data/m.npz"),
+            ],
+        )
+    )
 
 
 def _newest_kubernetes() -> str:
@@ -119,15 +147,18 @@ def test_config_errors_fail_the_job_and_evictions_are_not_counted():
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert rules[0]["action"] == "FailJob"
     assert rules[0]["onExitCodes"]["values"] == [contract.EXIT_CONFIG_ERROR]
-    assert rules[1] == {"action": "Ignore",
-                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules[1] == {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
 
 
 def test_backoff_limit_counts_group_restarts_not_pod_failures():
     (indexed,) = [o for o in render(load_job(None, [("spec.workers", 4)])) if o["kind"] == "Job"]
     assert indexed["spec"]["backoffLimit"] == 3 * 4
-    per_worker = [o for o in render(load_job(None, [("spec.layout", "per-worker")]))
-                  if o["kind"] == "Job"]
+    per_worker = [
+        o for o in render(load_job(None, [("spec.layout", "per-worker")])) if o["kind"] == "Job"
+    ]
     assert [j["spec"]["backoffLimit"] for j in per_worker] == [3, 3]
 
 
@@ -143,8 +174,16 @@ def test_network_policy_admits_only_the_jobs_own_workers_and_can_be_turned_off()
 
 def test_yaml_looking_strings_stay_strings():
     """Names like `yes` or `null` must not turn into booleans when YAML reads them back."""
-    objects = render(load_job(None, [("metadata.name", "yes"), ("metadata.namespace", "null"),
-                                     ("spec.env", {"FLAG": "true", "N": "010"})]))
+    objects = render(
+        load_job(
+            None,
+            [
+                ("metadata.name", "yes"),
+                ("metadata.namespace", "null"),
+                ("spec.env", {"FLAG": "true", "N": "010"}),
+            ],
+        )
+    )
     assert all(o["metadata"]["name"].startswith("yes") for o in objects)
     assert all(o["metadata"]["namespace"] == "null" for o in objects)
     env = {e["name"]: e.get("value") for e in _pod_spec(objects)["containers"][0]["env"]}
@@ -162,5 +201,9 @@ def test_out_dir_gets_one_file_per_object(tmp_path, capsys):
 
     assert run(["render", "--layout", "per-worker", "--out-dir", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["job-mnist-worker-0.yaml", "job-mnist-worker-1.yaml",
-                     "networkpolicy-mnist-tf-peers.yaml", "service-mnist.yaml"]
+    assert files == [
+        "job-mnist-worker-0.yaml",
+        "job-mnist-worker-1.yaml",
+        "networkpolicy-mnist-tf-peers.yaml",
+        "service-mnist.yaml",
+    ]

@@ -51,15 +51,21 @@ def test_examples_load_with_their_defaults_filled_in():
         ([("spec.image", "")], "spec.image", "is required"),
         ([("spec.image", "has space")], "spec.image", "not an image reference"),
         ([("spec.trainer.globalBatchSize", 255)], "spec.trainer.globalBatchSize", "multiple of 2"),
-        ([("spec.gpusPerWorker", 4), ("spec.trainer.globalBatchSize", 100)],
-         "spec.trainer.globalBatchSize", "8 replicas"),
+        (
+            [("spec.gpusPerWorker", 4), ("spec.trainer.globalBatchSize", 100)],
+            "spec.trainer.globalBatchSize",
+            "8 replicas",
+        ),
         ([("spec.layout", "sharded")], "spec.layout", "indexed, per-worker"),
         ([("spec.imagePullPolicy", "Sometimes")], "spec.imagePullPolicy", "Always"),
         ([("spec.resources.limits.memory", "4 GB")], "spec.resources.limits.memory", "quantity"),
         ([("spec.env", {"TF_CONFIG": "{}"})], "spec.env.TF_CONFIG", "set by tflaunch"),
         ([("spec.env", {"1X": "a"})], "spec.env.1X", "not a valid environment variable"),
-        ([("spec.labels", {"tflaunch.dev/job-name": "x"})], "spec.labels.tflaunch.dev/job-name",
-         "set by tflaunch"),
+        (
+            [("spec.labels", {"tflaunch.dev/job-name": "x"})],
+            "spec.labels.tflaunch.dev/job-name",
+            "set by tflaunch",
+        ),
         ([("spec.trainer.saveFreq", "hourly")], "spec.trainer.saveFreq", '"epoch"'),
         ([("spec.checkpoint.mountPath", "data")], "spec.checkpoint.mountPath", "absolute"),
         ([("apiVersion", "v1")], "apiVersion", "tflaunch.dev/v1alpha1"),
@@ -76,7 +82,9 @@ def test_bad_input_names_the_field_and_the_fix(overrides, field, hint):
 
 def test_missing_required_fields_are_named(tmp_path):
     path = tmp_path / "job.yaml"
-    path.write_text("apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {}\nspec: {}\n")
+    path.write_text(
+        "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {}\nspec: {}\n"
+    )
     with pytest.raises(SpecError) as caught:
         load_job(str(path))
     assert caught.value.field == "metadata.name"

@@ -18,12 +18,24 @@ def _pods(objects: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("layout", ["indexed", "per-worker"])
 @pytest.mark.parametrize("workers", [1, 2, 5])
-@pytest.mark.parametrize("namespace, domain, port", [("default", "cluster.local", 2222),
-                                                     ("ml-team", "corp.example", 40000)])
-def test_every_pod_sees_the_same_cluster_and_its_own_index(layout, workers, namespace, domain, port):
-    job = load_job(None, [("spec.layout", layout), ("spec.workers", workers),
-                          ("metadata.namespace", namespace), ("spec.clusterDomain", domain),
-                          ("spec.port", port), ("spec.trainer.globalBatchSize", 60)])
+@pytest.mark.parametrize(
+    "namespace, domain, port",
+    [("default", "cluster.local", 2222), ("ml-team", "corp.example", 40000)],
+)
+def test_every_pod_sees_the_same_cluster_and_its_own_index(
+    layout, workers, namespace, domain, port
+):
+    job = load_job(
+        None,
+        [
+            ("spec.layout", layout),
+            ("spec.workers", workers),
+            ("metadata.namespace", namespace),
+            ("spec.clusterDomain", domain),
+            ("spec.port", port),
+            ("spec.trainer.globalBatchSize", 60),
+        ],
+    )
     objects = render(job)
     (service,) = [o for o in objects if o["kind"] == "Service"]
     pods = _pods(objects)

@@ -1,0 +1,282 @@
+"""`tflaunch local`: the job's N workers as processes on this machine.
+
+Same TF_CONFIG builder, same trainer flags and environment as the pods (only loopback
+addresses and local paths differ), and the cluster's failure semantics: when one worker
+fails, the whole group is stopped and restarted (MWMS cannot go on with a missing peer), up
+to spec.backoffLimit times, resuming from the shared checkpoint; a configuration error
+(the trainer's EXIT_CONFIG_ERROR) fails at once, as the Job's podFailurePolicy does.
+No worker process outlives this one, whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from launcher import contract, tfconfig, workload
+from launcher.errors import WorkersFailed
+from launcher.spec import MultiWorkerJob
+
+LOOPBACK = "127.0.0.1"
+STOP_GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalPaths:
+    """Where a local run keeps what a pod keeps on its volumes."""
+
+    workdir: Path
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.workdir / "checkpoints"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.workdir / "model"
+
+    @property
+    def result_file(self) -> Path:
+        return self.model_dir / contract.RESULT_FILE
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """How one run of the whole group ended."""
+
+    exit_codes: tuple[int | None, ...]
+
+    @property
+    def succeeded(self) -> bool:
+        return all(code == contract.EXIT_OK for code in self.exit_codes)
+
+    @property
+    def config_error(self) -> bool:
+        return contract.EXIT_CONFIG_ERROR in self.exit_codes
+
+    def describe(self) -> str:
+        return ", ".join(
+            f"worker {i} {_describe_exit(code)}"
+            for i, code in enumerate(self.exit_codes)
+            if code not in (contract.EXIT_OK, None)
+        )
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "was stopped"
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    meaning = {
+        contract.EXIT_CONFIG_ERROR: " (configuration error)",
+        contract.EXIT_RENDEZVOUS_TIMEOUT: " (peers never came)",
+    }.get(code, "")
+    return f"exited {code}{meaning}"
+
+
+def next_step(attempt: Attempt, restarts_so_far: int, backoff_limit: int) -> str:
+    """What the group does after an attempt: "done", "restart" or "fail" (pure policy)."""
+    if attempt.succeeded:
+        return "done"
+    if attempt.config_error or restarts_so_far >= backoff_limit:
+        return "fail"
+    return "restart"
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS says are free now; fresh ones for every attempt of the group."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def worker_commands(
+    job: MultiWorkerJob,
+    paths: LocalPaths,
+    ports: Sequence[int],
+    restarts: int,
+    data: str | None,
+    extra_args: Sequence[str] = (),
+) -> list[tuple[list[str], dict[str, str]]]:
+    """(argv, env) for each worker: the pod's program with loopback addresses."""
+    args = workload.trainer_args(job, str(paths.checkpoint_dir), str(paths.model_dir))
+    if data is not None:
+        args += ["--data", data]
+    base_env = {
+        **os.environ,
+        **workload.trainer_env(job),
+        "PYTHONUNBUFFERED": "1",
+        contract.ENV_RESTARTS: str(restarts),
+    }
+    cluster = tfconfig.cluster_spec([f"{LOOPBACK}:{port}" for port in ports])
+    commands = []
+    for index in range(job.spec.workers):
+        env = dict(base_env)
+        env.pop(contract.ENV_TF_CONFIG, None)
+        if job.spec.workers > 1:  # one worker runs without TF_CONFIG, as on a single device
+            env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index)
+        env[contract.ENV_WORKER_INDEX] = str(index)
+        commands.append(([sys.executable, "-m", "trainer", *args, *extra_args], env))
+    return commands  # fmt: skip
+
+
+class _Group:
+    """N worker processes, their output streamed with a prefix, stopped together."""
+
+    def __init__(
+        self, commands: Sequence[tuple[list[str], dict[str, str]]], write: Callable[[str], None]
+    ) -> None:
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self._threads: list[threading.Thread] = []
+        for index, (argv, env) in enumerate(commands):
+            process = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            self.processes.append(process)
+            assert process.stdout is not None
+            thread = threading.Thread(
+                target=_pump, args=(process.stdout, f"[worker {index}] ", write), daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def wait_first_failure(self) -> Attempt:
+        """Block until all succeed or one fails; then stop the rest."""
+        while True:
+            codes = [p.poll() for p in self.processes]
+            if all(code == 0 for code in codes):
+                break
+            if any(code not in (None, 0) for code in codes):
+                self.stop()
+                break
+            time.sleep(POLL_SECONDS)
+        return Attempt(tuple(self._codes(codes)))
+
+    def _codes(self, first_seen: list[int | None]) -> Iterator[int | None]:
+        for seen, process in zip(first_seen, self.processes, strict=True):
+            # A worker we stopped ourselves is reported as stopped, not as a failure.
+            yield seen if seen is not None else (0 if process.returncode == 0 else None)
+
+    def stop(self) -> None:
+        """SIGTERM every worker's process group, SIGKILL what is left after a grace period."""
+        for process in self.processes:
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+
+
+def _pump(stream: IO[bytes], prefix: str, write: Callable[[str], None]) -> None:
+    for raw in iter(stream.readline, b""):
+        write(prefix + raw.decode(errors="replace").rstrip("\n"))
+    stream.close()
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: stop the workers like Ctrl-C does."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_local(
+    job: MultiWorkerJob,
+    workdir: Path,
+    data: str | None = None,
+    extra_args: Sequence[str] = (),
+    write: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run the group to success (returning the chief's result) or raise WorkersFailed."""
+    paths = LocalPaths(workdir.resolve())
+    paths.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    paths.model_dir.mkdir(parents=True, exist_ok=True)
+    if any(paths.checkpoint_dir.iterdir()):
+        write(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
+    restarts = 0
+    lock = threading.Lock()
+
+    def locked_write(line: str) -> None:
+        with lock:
+            write(line)
+
+    with _sigterm_as_exception():
+        while True:
+            commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
+                                       data, extra_args)  # fmt: skip
+            group = _Group(commands, locked_write)
+            try:
+                attempt = group.wait_first_failure()
+            except (KeyboardInterrupt, _Terminated):
+                group.stop()
+                raise KeyboardInterrupt from None
+            finally:
+                group.stop()
+            step = next_step(attempt, restarts, job.spec.backoff_limit)
+            if step == "done":
+                return _result(paths, restarts)
+            if step == "fail":
+                reason = (
+                    "configuration error, not retried"
+                    if attempt.config_error
+                    else (
+                        f"gave up after {restarts} restart(s) "
+                        f"(spec.backoffLimit={job.spec.backoff_limit})"
+                    )
+                )
+                raise WorkersFailed(f"{attempt.describe()}; {reason}")
+            restarts += 1
+            locked_write(
+                f"tflaunch: {attempt.describe()}; restarting all {job.spec.workers} workers "
+                f"(restart {restarts}/{job.spec.backoff_limit}), resuming from the checkpoint"
+            )
+
+
+def _result(paths: LocalPaths, restarts: int) -> dict[str, Any]:
+    try:
+        result: dict[str, Any] = json.loads(paths.result_file.read_text())
+    except (OSError, ValueError) as error:
+        raise WorkersFailed(
+            f"workers exited 0 but {paths.result_file} is unreadable: {error}"
+        ) from None
+    result["restarts"] = restarts
+    paths.result_file.write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,176 @@
+"""`tflaunch local`: N trainer processes with the same TF_CONFIG builder and the cluster's
+failure semantics (whole-group restart, config errors not retried, no orphans)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher import contract
+from launcher.local import Attempt, LocalPaths, next_step, worker_commands
+from launcher.spec import load_job
+
+# --- the pure parts ------------------------------------------------------------------------
+
+
+def test_every_local_worker_gets_the_same_cluster_and_its_own_index(tmp_path):
+    job = load_job(None, [("spec.workers", 3), ("spec.trainer.globalBatchSize", 96)])
+    commands = worker_commands(job, LocalPaths(tmp_path), [5001, 5002, 5003], 0, None)
+    configs = [json.loads(env["TF_CONFIG"]) for _, env in commands]
+    assert {json.dumps(c["cluster"]) for c in configs} == {
+        json.dumps({"worker": ["127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"]})
+    }
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(3)]
+
+
+def test_local_workers_get_the_pods_environment_and_flags(tmp_path):
+    job = load_job(None, [("spec.env", {"EXTRA": "1"})])
+    (argv, env), _ = worker_commands(job, LocalPaths(tmp_path), [1, 2], 2, "/d/m.npz")
+    assert env[contract.ENV_LEGACY_KERAS] == "1"
+    assert env["EXTRA"] == "1"
+    assert env[contract.ENV_RESTARTS] == "2"
+    assert argv[1:3] == ["-m", "trainer"]
+    assert argv[argv.index("--checkpoint-dir") + 1] == str(tmp_path / "checkpoints")
+    assert argv[argv.index("--data") + 1] == "/d/m.npz"
+    assert argv[argv.index("--global-batch-size") + 1] == "256"
+
+
+def test_a_single_worker_runs_without_tf_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
+    job = load_job(None, [("spec.workers", 1)])
+    ((_, env),) = worker_commands(job, LocalPaths(tmp_path), [1], 0, None)
+    assert "TF_CONFIG" not in env
+
+
+@pytest.mark.parametrize(
+    "codes, restarts, expected",
+    [
+        ((0, 0), 0, "done"),
+        ((1, None), 0, "restart"),
+        ((-9, None), 2, "restart"),
+        ((1, None), 3, "fail"),
+        ((contract.EXIT_CONFIG_ERROR, None), 0, "fail"),
+        ((contract.EXIT_RENDEZVOUS_TIMEOUT, None), 0, "restart"),
+    ],
+)
+def test_group_restart_policy_matches_the_clusters(codes, restarts, expected):
+    assert next_step(Attempt(codes), restarts, backoff_limit=3) == expected
+
+
+# --- real TensorFlow processes -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mnist_npz(tmp_path_factory) -> Path:
+    import numpy as np
+
+    from trainer.synthetic import make_mnist_like
+
+    path = tmp_path_factory.mktemp("data") / "mnist.npz"
+    np.savez(path, **make_mnist_like(train=3072, test=512, seed=1))
+    return path
+
+
+def _tflaunch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "launcher", "local", *args]
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(p) for p in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+    return " Z " not in stat  # a zombie is dead, only not yet reaped
+
+
+@pytest.mark.tf
+def test_two_local_workers_train_in_sync(tmp_path, mnist_npz):
+    run = subprocess.run(
+        _tflaunch("--workers", "2", "--epochs", "2", "--data", str(mnist_npz),
+                  "--workdir", str(tmp_path)),
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
+    assert result["workers"] == 2 and result["replicas"] == 2 and result["restarts"] == 0
+    assert result["history"]["loss"][-1] < result["history"]["loss"][0]
+    assert "[worker 0] " in run.stdout and "[worker 1] " in run.stdout
+    assert "succeeded" in run.stdout
+
+
+@pytest.mark.tf
+def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_npz):
+    launcher = subprocess.Popen(
+        _tflaunch("--workers", "2", "--epochs", "8", "--data", str(mnist_npz),
+                  "--workdir", str(tmp_path), "--set", "spec.backoffLimit=2"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        checkpoints = tmp_path / "checkpoints"
+        deadline = time.monotonic() + 180
+        while not (checkpoints.exists() and any(checkpoints.rglob("*.index"))):
+            assert launcher.poll() is None, "finished before a checkpoint was seen"
+            assert time.monotonic() < deadline, "no checkpoint appeared"
+            time.sleep(0.1)
+        workers = _children(launcher.pid)
+        assert len(workers) == 2
+        os.kill(workers[1], signal.SIGKILL)
+        output, _ = launcher.communicate(timeout=240)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, output[-4000:]
+    assert "restarting all 2 workers" in output
+    result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
+    assert result["restarts"] == 1
+    assert result["resumed_from_epoch"] >= 1, "the group must resume, not start over"
+
+
+@pytest.mark.tf
+def test_a_configuration_error_is_not_retried(tmp_path, mnist_npz):
+    run = subprocess.run(
+        _tflaunch("--workers", "2", "--gpus", "1", "--global-batch-size", "64",
+                  "--data", str(mnist_npz), "--workdir", str(tmp_path)),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "configuration error, not retried" in run.stderr
+    assert "restarting" not in run.stdout
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.tf
+def test_sigterm_stops_every_worker(tmp_path, mnist_npz):
+    launcher = subprocess.Popen(
+        _tflaunch("--workers", "2", "--epochs", "50", "--data", str(mnist_npz),
+                  "--workdir", str(tmp_path)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(launcher.pid)) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        workers = _children(launcher.pid)
+        time.sleep(3)  # let them get into TensorFlow start-up
+        launcher.send_signal(signal.SIGTERM)
+        launcher.communicate(timeout=60)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 130
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers), "orphaned worker processes"
