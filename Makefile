@@ -34,6 +34,155 @@ lint: install ## ruff, mypy and the import contracts
 render: install ## Regenerate manifests/ from examples/
 	$(BIN)/python scripts/render_manifests.py
 
+DATA ?=
 .PHONY: run-local
-run-local: install ## Train MNIST on 2 local workers (no cluster needed)
-	$(BIN)/tflaunch local examples/mnist.yaml --workers 2
+run-local: install ## Train MNIST on 2 local workers, no cluster needed (DATA=path/to/mnist.npz offline)
+	$(BIN)/tflaunch local examples/mnist.yaml --workers 2 $(if $(DATA),--data $(DATA))
+
+.PHONY: sample-data
+sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHETIC, for offline smoke tests
+	@mkdir -p data
+	$(BIN)/python -m trainer.synthetic data/mnist-synthetic.npz
+	@echo "synthetic, not MNIST: make run-local DATA=data/mnist-synthetic.npz"
+
+# ---------------------------------------------------------------------------------------------
+# Images and clusters: docker/, manifests/kind/, scripts/. `make -n TARGET` prints what a
+# target would run and runs nothing (no $(shell) here does more than read a file).
+
+DOCKER ?= docker
+KUBECTL ?= kubectl
+KIND ?= $(if $(wildcard $(BIN)/kind),$(BIN)/kind,kind)
+
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+TF_VERSION ?= 2.21.0
+
+# image_ref(IMAGE, TAG): IMAGE as given when it already has a tag or digest, else IMAGE:TAG.
+image_ref = $(if $(or $(findstring @,$(1)),$(findstring :,$(lastword $(subst /, ,$(1))))),$(1),$(1):$(2))
+
+VARIANT ?= gpu
+IMAGE ?= tflaunch-trainer
+TAG ?= $(VERSION)$(if $(filter cpu,$(VARIANT)),-cpu)
+IMAGE_REF = $(call image_ref,$(IMAGE),$(TAG))
+REGISTRY ?=
+PUSH_REF = $(patsubst %/,%,$(REGISTRY))/$(IMAGE_REF)
+BASE_IMAGE ?=
+MNIST_URL ?=
+DOCKER_BUILD_FLAGS ?=
+BUILD_ARGS = $(strip --build-arg TF_VERSION=$(TF_VERSION) --build-arg VERSION=$(VERSION) \
+	--build-arg REVISION=$(REVISION) $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
+	$(if $(MNIST_URL),--build-arg MNIST_URL=$(MNIST_URL)))
+
+OPERATOR_IMAGE ?= tflaunch-operator
+OPERATOR_TAG ?= $(VERSION)
+
+SPEC ?= examples/mnist.yaml
+NAME ?= mnist
+NAMESPACE ?= default
+WORKERS ?= 2
+GPUS ?= $(if $(filter gpu,$(VARIANT)),1,0)
+TIMEOUT ?=
+WORKER ?=
+DEPLOY_IMAGE = $(if $(REGISTRY),$(PUSH_REF),$(IMAGE_REF))
+
+CLUSTER ?= tflaunch
+KIND_CONFIG ?= manifests/kind/cluster.yaml
+KIND_IMAGE ?= tflaunch-trainer:$(VERSION)-cpu
+KIND_NAME ?= mnist-e2e
+KIND_NAMESPACE ?= tflaunch-e2e
+KIND_WORKERS ?= 2
+KIND_TIMEOUT ?= 1500
+ARTIFACTS ?= build/kind-test
+
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_VERSION ?= 3.3.30
+
+ifneq ($(filter push,$(MAKECMDGOALS)),)
+ifeq ($(strip $(REGISTRY)),)
+$(error REGISTRY is empty: say where to push, e.g. make push REGISTRY=ghcr.io/your-org)
+endif
+endif
+
+.PHONY: image
+image: ## Build the trainer image IMAGE:TAG (VARIANT=gpu|cpu, default gpu)
+	DOCKER_BUILDKIT=1 $(DOCKER) build --file docker/Dockerfile --build-arg VARIANT=$(VARIANT) \
+		$(BUILD_ARGS) --tag $(IMAGE_REF) $(DOCKER_BUILD_FLAGS) .
+
+.PHONY: image-cpu
+image-cpu: ## Build the CPU trainer image (make image VARIANT=cpu)
+	$(MAKE) image VARIANT=cpu
+
+.PHONY: operator-image
+operator-image: ## Build the operator image OPERATOR_IMAGE:OPERATOR_TAG (launcher + kopf, no TensorFlow)
+	DOCKER_BUILDKIT=1 $(DOCKER) build --file docker/Dockerfile.operator --build-arg VERSION=$(VERSION) \
+		--build-arg REVISION=$(REVISION) --tag $(call image_ref,$(OPERATOR_IMAGE),$(OPERATOR_TAG)) \
+		$(DOCKER_BUILD_FLAGS) .
+
+.PHONY: push
+push: image ## Tag the trainer image into REGISTRY and push it: make push REGISTRY=ghcr.io/your-org
+	$(if $(strip $(REGISTRY)),,$(error REGISTRY is empty: say where to push, e.g. make push REGISTRY=ghcr.io/your-org))
+	$(DOCKER) tag $(IMAGE_REF) $(PUSH_REF)
+	$(DOCKER) push $(PUSH_REF)
+
+.PHONY: deploy
+deploy: install ## Submit SPEC to the current kubectl context and wait (NAME NAMESPACE IMAGE WORKERS GPUS)
+	$(BIN)/tflaunch submit $(SPEC) --name $(NAME) -n $(NAMESPACE) --image $(DEPLOY_IMAGE) --workers $(WORKERS) --gpus $(GPUS) --wait$(if $(TIMEOUT), --timeout $(TIMEOUT))
+
+.PHONY: undeploy
+undeploy: install ## Delete the job NAME and its objects from NAMESPACE
+	$(BIN)/tflaunch delete $(NAME) -n $(NAMESPACE)
+
+.PHONY: status
+status: install ## Show the job NAME in NAMESPACE
+	$(BIN)/tflaunch status $(NAME) -n $(NAMESPACE)
+
+.PHONY: logs
+logs: install ## Follow the job's logs (WORKER=i for one worker)
+	$(BIN)/tflaunch logs $(NAME) -n $(NAMESPACE) -f$(if $(WORKER), --worker $(WORKER))
+
+.PHONY: kind-install
+kind-install: ## Install the pinned kind release (checksum-verified) into .venv/bin
+	bash scripts/install-kind.sh $(BIN)
+
+.PHONY: kind-up
+kind-up: ## Create the kind cluster CLUSTER from manifests/kind/cluster.yaml (1 control plane, 2 workers)
+	if $(KIND) get clusters 2>/dev/null | grep -qx '$(CLUSTER)'; then echo "kind cluster $(CLUSTER) exists"; \
+	else $(KIND) create cluster --name $(CLUSTER) --config $(KIND_CONFIG) --wait 180s; fi
+
+.PHONY: kind-load
+kind-load: ## Build the CPU image as KIND_IMAGE and load it into the kind cluster's workers
+	$(MAKE) image VARIANT=cpu IMAGE=$(KIND_IMAGE)
+	$(KIND) load docker-image $(KIND_IMAGE) --name $(CLUSTER) \
+		--nodes "$$($(KIND) get nodes --name $(CLUSTER) | grep -v -- '-control-plane$$' | paste -sd, -)"
+
+.PHONY: kind-test
+kind-test: install ## End-to-end on kind: KIND_WORKERS CPU workers train MNIST; checks the chief's result
+	CLUSTER=$(CLUSTER) NAME=$(KIND_NAME) NAMESPACE=$(KIND_NAMESPACE) IMAGE=$(KIND_IMAGE) \
+	WORKERS=$(KIND_WORKERS) SPEC=$(SPEC) TIMEOUT=$(KIND_TIMEOUT) ARTIFACTS=$(ARTIFACTS) \
+	KIND=$(KIND) KUBECTL=$(KUBECTL) TFLAUNCH=$(BIN)/tflaunch PYTHON=$(BIN)/python \
+	bash scripts/kind-test.sh
+
+.PHONY: kind-export-logs
+kind-export-logs: ## Save the kind cluster's node and pod logs into ARTIFACTS/kind
+	$(KIND) export logs $(ARTIFACTS)/kind --name $(CLUSTER)
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster CLUSTER
+	$(KIND) delete cluster --name $(CLUSTER)
+
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
+	@touch $@
+
+.PHONY: checkov-venv
+checkov-venv: $(CHECKOV_VENV)/bin/checkov ## Create .venv-checkov with checkov (kept apart: it conflicts with the dev deps)
+
+.PHONY: checkov
+checkov: install checkov-venv ## Render the examples and scan them with checkov (tests/infra/test_checkov.py)
+	CHECKOV=$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest tests/infra/test_checkov.py
+
+.PHONY: test-infra
+test-infra: install ## Dockerfiles, scripts, workflows, kind config and Makefile checks (tests/infra)
+	$(BIN)/pytest tests/infra
