@@ -66,6 +66,13 @@ class Conflict(ClusterError):
     pass
 
 
+class SpecChanged(Conflict):
+    """The job exists with another spec; a Job's pod template is immutable, so nothing was
+    applied. Bad input rather than a runtime failure: change the spec back, delete, or replace."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+
 class Invalid(ClusterError):
     """The API server rejected an object (422); the message carries the server's field text."""
 
