@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Install tflaunch and tf-keras on top of a TensorFlow image without touching its TensorFlow.
+#
+# The base image already has TensorFlow, and pip must not download it a second time:
+#  - TensorFlow's CPU image may ship it as `tensorflow-cpu`, and both the `trainer` extra and
+#    tf-keras ask for `tensorflow`, a distribution pip would then install on top. So the wheel
+#    goes in without the extra and tf-keras with --no-deps (TensorFlow is its only dependency).
+#  - The TensorFlow stack the base came with (numpy, protobuf, keras...) is pinned as a
+#    constraint, so the launcher's dependencies cannot move it either.
+#  - TensorFlow's GPU images ship cuDNN 8.9, while TensorFlow >= 2.18 loads cuDNN 9
+#    (tensorflow/build#221): the GPU variant adds TensorFlow's own `and-cuda` extra, the
+#    CUDA/cuDNN wheels this exact release was built against.
+# It ends by importing everything the trainer needs, so a broken image fails its build.
+#
+# Usage: install-trainer.sh WHEEL_DIR
+# Environment: VARIANT (gpu|cpu), TF_VERSION, TF_KERAS_VERSION (default TF_VERSION),
+#              PYTHON (default python).
+set -euo pipefail
+
+wheel_dir=${1:?usage: install-trainer.sh WHEEL_DIR}
+variant=${VARIANT:?VARIANT must be gpu or cpu}
+tf_version=${TF_VERSION:?TF_VERSION must be set}
+tf_keras_version=${TF_KERAS_VERSION:-$tf_version}
+python=${PYTHON:-python}
+pip=("$python" -m pip install --no-cache-dir --no-input --disable-pip-version-check)
+
+die() { printf 'install-trainer: %s\n' "$*" >&2; exit 1; }
+
+case "$variant" in
+  gpu | cpu) ;;
+  *) die "VARIANT must be gpu or cpu, not '$variant'" ;;
+esac
+
+# Which distribution provides TensorFlow here, and is it the release we pinned?
+read -r tf_dist tf_installed < <("$python" - <<'PY'
+import importlib.metadata as md
+
+for name in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tf-nightly-cpu"):
+    try:
+        print(name, md.version(name))
+        break
+    except md.PackageNotFoundError:
+        pass
+else:
+    print("none", "none")
+PY
+)
+[[ "$tf_installed" == "$tf_version" ]] ||
+  die "the base image has TensorFlow '$tf_installed' ($tf_dist), expected $tf_version: change BASE_IMAGE and TF_VERSION together"
+
+workdir=$(mktemp -d)
+trap 'rm -rf "$workdir"' EXIT
+constraints="$workdir/base-constraints.txt"
+"$python" -m pip list --format=freeze --disable-pip-version-check |
+  grep -iE '^(tensorflow[a-z_-]*|tf[_-]nightly[a-z_-]*|keras|numpy|protobuf|h5py|ml[_-]dtypes|tensorboard[a-z_-]*|grpcio)==' \
+    >"$constraints" || true
+echo "install-trainer: keeping the base image's TensorFlow stack:" >&2
+sed 's/^/  /' "$constraints" >&2
+
+wheels=("$wheel_dir"/tflaunch-*.whl)
+[[ ${#wheels[@]} -eq 1 && -f "${wheels[0]}" ]] || die "expected one tflaunch wheel in $wheel_dir, found: ${wheels[*]}"
+
+"${pip[@]}" --constraint "$constraints" "${wheels[0]}"
+"${pip[@]}" --no-deps "tf-keras==${tf_keras_version}"
+if [[ "$variant" == gpu ]]; then
+  [[ "$tf_dist" == tensorflow ]] || die "the GPU variant needs the 'tensorflow' distribution, the base has '$tf_dist'"
+  "${pip[@]}" --constraint "$constraints" "tensorflow[and-cuda]==${tf_version}"
+fi
+
+# Import what `python -m trainer` imports, with the legacy Keras switch the pods use.
+TF_USE_LEGACY_KERAS=1 "$python" - "$tf_dist" "$tf_version" "$tf_keras_version" <<'PY'
+import importlib.metadata as md
+import sys
+
+tf_dist, tf_version, tf_keras_version = sys.argv[1:]
+import tensorflow as tf
+import tf_keras
+
+import launcher.contract
+import trainer
+
+assert md.version(tf_dist) == tf_version, f"{tf_dist} moved to {md.version(tf_dist)}"
+assert tf.__version__ == tf_version, f"TensorFlow {tf.__version__}, expected {tf_version}"
+assert md.version("tf-keras") == tf_keras_version, md.version("tf-keras")
+print(f"install-trainer: TensorFlow {tf.__version__}, tf-keras {tf_keras.__version__}, "
+      f"tflaunch {md.version('tflaunch')} ({trainer.__name__}, {launcher.contract.__name__})")
+PY
