@@ -26,6 +26,10 @@ COMPLETION_INDEX_FIELD = f"metadata.annotations['{labels.COMPLETION_INDEX}']"
 
 K8sObject = dict[str, Any]
 
+# libyaml's C loader/dumper when PyYAML has it: same output, ~10x faster on large renders.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -140,7 +144,7 @@ def _render_one(template: str, context: dict[str, Any]) -> K8sObject:
         text = _ENV.get_template(template).render(**context)
     except jinja2.TemplateError as error:
         raise RenderError(f"template {template}: {error}") from error
-    return check_object(yaml.safe_load(text), template)
+    return check_object(yaml.load(text, Loader=_YAML_LOADER), template)
 
 
 def check_object(document: Any, origin: str) -> K8sObject:
@@ -156,7 +160,9 @@ def check_object(document: Any, origin: str) -> K8sObject:
 
 
 def to_yaml(objects: Iterable[K8sObject]) -> str:
-    return yaml.safe_dump_all(list(objects), sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(
+        list(objects), Dumper=_YAML_DUMPER, sort_keys=False, default_flow_style=False
+    )
 
 
 def to_json(objects: Iterable[K8sObject]) -> str:
@@ -174,6 +180,6 @@ def write_out_dir(objects: list[K8sObject], out_dir: Path) -> list[Path]:
     written = []
     for obj in objects:
         path = out_dir / file_name(obj)
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        path.write_text(to_yaml([obj]))
         written.append(path)
     return written
