@@ -1,0 +1,431 @@
+"""The operator's decisions, on plain data: a MultiWorkerJob's life from create to TTL."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from launcher import contract, labels, render
+from launcher import spec as spec_model
+from launcher.reconcile import Observed, children, decide, parse_result, trimmed
+from tests.operator.sim import RESULT, Cluster, resource, result_log
+
+
+def _reasons(cluster: Cluster) -> list[str]:
+    return [e.reason for e in cluster.events]
+
+
+def _condition(cluster: Cluster, kind: str) -> str | None:
+    return next((c.status for c in cluster.status.conditions if c.type == kind), None)
+
+
+# --- creation -----------------------------------------------------------------------------
+
+
+def test_a_new_job_creates_the_rendered_objects_owned_by_the_resource():
+    cluster = Cluster(resource())
+    plan = cluster.reconcile()
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in plan.create]
+    assert kinds == [("Service", "mnist"), ("NetworkPolicy", "mnist-tf-peers"),
+                     ("Job", "mnist-worker")]  # fmt: skip
+    for obj in plan.create:
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert owner == {
+            "apiVersion": "tflaunch.dev/v1alpha1", "kind": "MultiWorkerJob", "name": "mnist",
+            "uid": "mwj-uid-1", "controller": True, "blockOwnerDeletion": True,
+        }  # fmt: skip
+    assert cluster.status.phase == "Created"
+    assert cluster.status.workers == "0/2"
+    assert _reasons(cluster) == ["Created"]
+
+
+def test_the_children_are_the_cli_render_with_retries_left_to_the_operator():
+    body = resource({"activeDeadlineSeconds": 3600})
+    job = spec_model.job_from_document(trimmed(body))
+    rendered = render.render(job)
+    adapted = children(job, body, restarts=2, deadline_seconds=1200)
+    assert [o["kind"] for o in adapted] == [o["kind"] for o in rendered]
+    cli_job, operator_job = rendered[-1], adapted[-1]
+    assert operator_job["spec"]["backoffLimit"] == 0  # the operator restarts the whole group
+    assert "ttlSecondsAfterFinished" not in operator_job["spec"]  # the resource's TTL rules
+    assert operator_job["spec"]["activeDeadlineSeconds"] == 1200  # what is left of it
+    assert operator_job["spec"]["podFailurePolicy"] == cli_job["spec"]["podFailurePolicy"]
+    env = operator_job["spec"]["template"]["spec"]["containers"][0]["env"]
+    cli_env = cli_job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [*cli_env, {"name": contract.ENV_RESTARTS, "value": "2"}]  # same TF_CONFIG
+    assert operator_job["metadata"]["annotations"][labels.GROUP_RESTARTS] == "2"
+    assert operator_job["spec"]["template"] == {
+        **cli_job["spec"]["template"],
+        "spec": {**cli_job["spec"]["template"]["spec"],
+                 "containers": operator_job["spec"]["template"]["spec"]["containers"]},
+    }  # fmt: skip
+
+
+def test_the_job_runs_once_every_worker_is_ready():
+    cluster = Cluster(resource())
+    cluster.reconcile()
+    cluster.start_workers()
+    cluster.settle()
+    assert cluster.status.phase == "Running"
+    assert cluster.status.workers == "2/2"
+    assert cluster.status.start_time == "2030-01-01T00:00:00Z"
+    assert _condition(cluster, "Created") == "True"
+    assert _condition(cluster, "Running") == "True"
+    assert _reasons(cluster) == ["Created", "Running"]
+
+
+def test_reconciling_an_unchanged_state_again_does_nothing():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    again = cluster.reconcile()
+    assert again == type(again)()  # no status write, no action, no event
+
+
+def test_a_resource_being_deleted_is_left_to_the_garbage_collector():
+    body = resource()
+    body["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    assert decide(Observed(body)) == type(decide(Observed(body)))()
+
+
+# --- whole-group restart --------------------------------------------------------------------
+
+
+def test_a_failed_worker_restarts_the_whole_group_from_the_checkpoint():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.fail_worker(1, exit_code=1, message="a peer died")
+    plan = cluster.reconcile()
+    assert plan.delete_jobs == ("mnist-worker",)
+    assert cluster.status.phase == "Restarting"
+    assert cluster.status.restarts == 1
+    assert "worker 1" in cluster.status.message and "a peer died" in cluster.status.message
+    assert "restart 1 of 3" in cluster.status.message
+    plan = cluster.reconcile()  # the old Job is gone: the group is recreated
+    (job,) = [o for o in plan.create if o["kind"] == "Job"]
+    env = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env[contract.ENV_RESTARTS] == "1"
+    cluster.start_workers()
+    cluster.settle()
+    assert cluster.status.phase == "Running"
+    assert cluster.status.restarts == 1
+    assert _reasons(cluster) == ["Created", "Running", "Restarting", "Restarted", "Running"]
+
+
+def test_the_new_group_starts_only_after_the_old_jobs_are_gone():
+    cluster = Cluster(resource(), keep_terminating=True)
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.fail_worker(0)
+    cluster.reconcile()
+    waiting = cluster.reconcile()
+    assert not waiting.create
+    assert waiting.requeue_after is not None
+    assert cluster.status.phase == "Restarting"
+    cluster.finish_deletions()
+    assert [o["kind"] for o in cluster.reconcile().create][-1] == "Job"
+
+
+def test_per_worker_jobs_are_all_restarted_when_one_worker_fails():
+    cluster = Cluster(resource({"layout": "per-worker", "workers": 3,
+                                "trainer": {"globalBatchSize": 96}}))  # fmt: skip
+    cluster.settle()
+    assert sorted(cluster.jobs) == ["mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
+    cluster.start_workers()
+    cluster.settle()
+    cluster.fail_worker(2)
+    plan = cluster.reconcile()
+    assert sorted(plan.delete_jobs) == ["mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
+    cluster.settle()
+    assert sorted(cluster.jobs) == ["mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
+    assert cluster.status.restarts == 1
+
+
+def test_the_group_fails_when_its_restart_budget_is_spent():
+    cluster = Cluster(resource({"backoffLimit": 1}))
+    for _ in range(2):
+        cluster.settle()
+        cluster.start_workers()
+        cluster.settle()
+        cluster.fail_worker(0, exit_code=contract.EXIT_RENDEZVOUS_TIMEOUT)
+    plan = cluster.reconcile()
+    assert cluster.status.phase == "Failed"
+    assert cluster.status.reason == "BackoffLimitExceeded"
+    assert cluster.status.restarts == 1
+    assert cluster.status.completion_time is not None
+    assert not plan.create
+    assert _condition(cluster, "Failed") == "True"
+    assert _condition(cluster, "Running") == "False"
+
+
+def test_a_config_error_fails_at_once_without_a_restart():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.fail_worker(1, exit_code=contract.EXIT_CONFIG_ERROR, message="no GPU visible")
+    plan = cluster.reconcile()
+    assert not plan.delete_jobs and not plan.create  # the failed Job stays, for its logs
+    assert cluster.status.phase == "Failed"
+    assert cluster.status.reason == "ConfigError"
+    assert cluster.status.restarts == 0
+    assert "worker 1" in cluster.status.message and "no GPU visible" in cluster.status.message
+    assert cluster.events[-1].type == "Warning"
+
+
+def test_a_config_error_in_one_per_worker_job_stops_the_others():
+    cluster = Cluster(resource({"layout": "per-worker"}))
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.fail_worker(0, exit_code=contract.EXIT_CONFIG_ERROR)
+    plan = cluster.reconcile()
+    assert plan.delete_jobs == ("mnist-worker-1",)
+    assert cluster.status.phase == "Failed"
+
+
+def test_a_job_past_its_deadline_fails_without_a_restart():
+    cluster = Cluster(resource({"activeDeadlineSeconds": 600}))
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.job()["status"] = {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}  # fmt: skip
+    cluster.reconcile()
+    assert (cluster.status.phase, cluster.status.reason) == ("Failed", "DeadlineExceeded")
+
+
+def test_a_restart_gets_only_what_is_left_of_the_deadline():
+    cluster = Cluster(resource({"activeDeadlineSeconds": 600}))
+    cluster.settle()
+    assert cluster.job()["spec"]["activeDeadlineSeconds"] == 600
+    cluster.start_workers()
+    cluster.settle()
+    cluster.now += datetime.timedelta(seconds=450)
+    cluster.fail_worker(0)
+    cluster.settle()
+    assert cluster.job()["spec"]["activeDeadlineSeconds"] == 150
+
+
+# --- success and TTL --------------------------------------------------------------------------
+
+
+def test_success_records_the_chiefs_result_from_its_log():
+    cluster = Cluster(resource(), chief_log=result_log())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.now += datetime.timedelta(minutes=5)
+    cluster.complete()
+    cluster.settle()
+    status = cluster.status
+    assert status.phase == "Succeeded"
+    assert status.result == RESULT
+    assert status.completion_time == "2030-01-01T00:05:00Z"
+    assert "test accuracy 0.9812" in status.message
+    assert _reasons(cluster)[-1] == "Succeeded"
+
+
+def test_success_reads_the_result_from_the_termination_message_first():
+    cluster = Cluster(resource(), chief_log="no result here\n")
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.complete(termination_message=result_log())
+    assert cluster.observed().chief_log is None  # no log read needed
+    cluster.settle()
+    assert cluster.status.result == RESULT
+
+
+def test_success_without_a_result_line_says_so():
+    cluster = Cluster(resource(), chief_log="Traceback...\n")
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.complete()
+    cluster.settle()
+    assert cluster.status.phase == "Succeeded"
+    assert cluster.status.result == {}
+    assert "no TFLAUNCH_RESULT line" in cluster.status.message
+
+
+def test_a_finished_job_is_deleted_once_its_ttl_has_passed():
+    cluster = Cluster(resource({"ttlSecondsAfterFinished": 60}), chief_log=result_log())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.complete()
+    cluster.settle()
+    waiting = cluster.reconcile()
+    assert waiting.requeue_after == 60 and not waiting.delete_resource
+    cluster.now += datetime.timedelta(seconds=61)
+    assert cluster.reconcile().delete_resource
+    assert cluster.deleted
+
+
+def test_a_finished_job_without_ttl_stays():
+    cluster = Cluster(resource({"ttlSecondsAfterFinished": None}), chief_log=result_log())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.complete()
+    cluster.settle()
+    cluster.now += datetime.timedelta(days=365)
+    assert cluster.reconcile() == type(cluster.reconcile())()
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (result_log(), RESULT),
+        ("2030-01-01T00:00:00Z " + result_log(), RESULT),  # kubectl logs --timestamps
+        (contract.RESULT_LINE_PREFIX + "{not json\n", None),
+        (contract.RESULT_LINE_PREFIX + "[1, 2]\n", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_the_result_is_the_last_well_formed_result_line(text, expected):
+    assert parse_result(text) == expected
+
+
+# --- suspend, Kueue, spec changes ----------------------------------------------------------
+
+
+def test_a_job_created_suspended_creates_suspended_jobs():
+    cluster = Cluster(resource({"suspend": True}))
+    cluster.settle()
+    assert cluster.job()["spec"]["suspend"] is True
+    assert cluster.status.phase == "Suspended"
+    assert _condition(cluster, "Suspended") == "True"
+
+
+def test_suspend_and_resume_are_propagated_to_the_jobs():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.edit(suspend=True)
+    plan = cluster.reconcile()
+    assert plan.patch_jobs == (
+        ("mnist-worker", {"metadata": {"annotations": {labels.SUSPEND_REQUESTED: "true"}},
+                          "spec": {"suspend": True}}),
+    )  # fmt: skip
+    assert cluster.status.phase == "Suspended"
+    assert cluster.status.workers == "0/2"
+    cluster.settle()
+    cluster.edit(suspend=False)
+    cluster.reconcile()
+    assert cluster.job()["spec"]["suspend"] is False
+    cluster.start_workers()
+    cluster.settle()
+    assert cluster.status.phase == "Running"
+    assert _reasons(cluster) == ["Created", "Running", "Suspended", "Resumed", "Running"]
+
+
+def test_a_job_suspended_by_kueue_is_queued_and_not_resumed_by_the_operator():
+    cluster = Cluster(resource({"labels": {"kueue.x-k8s.io/queue-name": "team-a"}}))
+    cluster.settle()
+    cluster.job()["spec"]["suspend"] = True  # Kueue's webhook suspends the new Job
+    plan = cluster.settle()
+    assert not plan.patch_jobs
+    assert (cluster.status.phase, cluster.status.reason) == ("Suspended", "Queued")
+    cluster.job()["spec"]["suspend"] = False  # admitted
+    cluster.start_workers()
+    cluster.settle()
+    assert cluster.status.phase == "Running"
+    assert all(not p.patch_jobs for p in cluster.plans)
+
+
+def test_a_spec_edit_while_running_is_rejected_once_with_an_event():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.edit(workers=4)
+    cluster.settle()
+    cluster.reconcile()
+    assert _reasons(cluster).count("SpecChangeRejected") == 1
+    assert cluster.job()["spec"]["completions"] == 2  # still the old group
+    assert cluster.status.phase == "Running"
+    assert "spec.suspend: true to apply it" in cluster.status.message
+
+
+def test_operator_settings_apply_while_running_without_recreating_jobs():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.edit(backoffLimit=10, ttlSecondsAfterFinished=5)
+    cluster.settle()
+    assert "SpecChangeRejected" not in _reasons(cluster)
+    assert not any(p.delete_jobs for p in cluster.plans)
+
+
+def test_a_spec_edit_while_suspended_recreates_the_jobs_from_the_new_spec():
+    cluster = Cluster(resource({"suspend": True}))
+    cluster.settle()
+    cluster.edit(workers=4)
+    plan = cluster.reconcile()
+    assert plan.delete_jobs == ("mnist-worker",)
+    assert "SpecChanged" in _reasons(cluster)
+    cluster.settle()
+    assert cluster.job()["spec"]["completions"] == 4
+    assert cluster.job()["spec"]["suspend"] is True
+    cluster.edit(suspend=False)
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    assert (cluster.status.phase, cluster.status.workers) == ("Running", "4/4")
+
+
+def test_an_invalid_spec_fails_naming_the_field_and_recovers_once_fixed():
+    cluster = Cluster(resource({"workers": 3}))  # 256 does not split across 3 workers
+    cluster.settle()
+    assert (cluster.status.phase, cluster.status.reason) == ("Failed", "InvalidSpec")
+    assert "spec.trainer.globalBatchSize" in cluster.status.message
+    assert not cluster.jobs
+    cluster.edit(workers=4)
+    cluster.settle()
+    assert cluster.status.phase == "Created"
+    assert cluster.job()["spec"]["completions"] == 4
+
+
+def test_an_invalid_edit_of_a_running_job_is_rejected_and_the_job_keeps_running():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.edit(workers=3)
+    cluster.settle()
+    assert cluster.status.phase == "Running"
+    assert "SpecChangeRejected" in _reasons(cluster)
+
+
+def test_a_job_of_the_same_name_that_is_not_ours_is_left_alone():
+    foreign = Cluster(resource()).reconcile().create[-1]
+    foreign["metadata"].pop("ownerReferences")
+    foreign["metadata"]["uid"] = "submitted-by-the-cli"
+    cluster = Cluster(resource(), jobs={"mnist-worker": foreign})
+    plan = cluster.reconcile()
+    assert not plan.create and not plan.delete_jobs
+    assert (cluster.status.phase, cluster.status.reason) == ("Failed", "NameConflict")
+    assert plan.requeue_after
+    del cluster.jobs["mnist-worker"]
+    cluster.settle()
+    assert cluster.status.phase == "Created"
+
+
+def test_jobs_deleted_by_hand_are_recreated():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.jobs.clear()
+    plan = cluster.reconcile()
+    assert [o["metadata"]["name"] for o in plan.create if o["kind"] == "Job"] == ["mnist-worker"]
