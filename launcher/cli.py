@@ -201,3 +201,6 @@ def run(argv: list[str] | None = None) -> int:
 
 def main() -> None:
     sys.exit(run())
+
+
+__import__("launcher.cluster_cli").cluster_cli.register(cli)  # submit, status, logs, wait...

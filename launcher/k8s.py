@@ -577,7 +577,12 @@ class Cluster:
     # --- Jobs ------------------------------------------------------------------------------
 
     def apply_job(
-        self, objects: Sequence[Obj], *, replace: bool = False, program: str = "tflaunch"
+        self,
+        objects: Sequence[Obj],
+        *,
+        replace: bool = False,
+        dry_run: bool = False,
+        program: str = "tflaunch",
     ) -> list[Applied]:
         """Apply a job's rendered objects all-or-nothing; returns what happened to each.
 
@@ -593,6 +598,7 @@ class Cluster:
         Args:
             objects: `render.render(job)`'s output: Service, NetworkPolicy, Job(s).
             replace: delete the job's existing objects, then create them anew.
+            dry_run: run every check, report what would happen, change nothing.
             program: how the user calls tflaunch, for the hints in messages.
         """
         objects = [copy.deepcopy(o) for o in objects]
@@ -611,12 +617,19 @@ class Cluster:
                     self.apply(obj, dry_run=True)
                 else:
                     self.create_dry_run(_for_create(obj))
+            if dry_run:
+                return [Applied(o["kind"], o["metadata"]["name"], "created") for o in objects]
             self.delete_job(job_name, namespace, wait=True)
             existing = dict.fromkeys(existing)
         owner = existing.get(("Job", owner_name))
         if owner is not None:
             _set_owner(objects, owner)
         results = self._dry_run_all(objects, existing, job_name, program)
+        if dry_run:
+            return [
+                Applied(o["kind"], o["metadata"]["name"], a)
+                for o, a in zip(objects, results, strict=True)
+            ]
         applied: list[Applied] = []
         for obj, action in zip(objects, results, strict=True):
             if action != "unchanged":
@@ -678,7 +691,7 @@ class Cluster:
             raise SpecChanged(
                 f"job {job} already exists in namespace {ns} with a different spec, and a "
                 f"Job's pod template cannot change (Job {'; '.join(changed_jobs)}); nothing was "
-                f"applied. Delete it first ({program} delete {job} -n {ns}), or use --replace"
+                f"applied; delete it first ({program} delete {job} -n {ns}), or use --replace"
             )
         return actions
 

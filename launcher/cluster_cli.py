@@ -1,0 +1,576 @@
+"""The commands that talk to a cluster: submit, status, logs, wait, delete, list, doctor.
+
+Each command parses its flags, asks `launcher.k8s` for plain objects, hands them to the pure
+readers (`launcher.status`, `launcher.doctor`) and prints the result. Errors are raised, never
+printed here: `launcher.cli.run` turns them into one line and an exit code. `register()`
+adds the commands to the `tflaunch` group.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from launcher import doctor as checks
+from launcher import names, render, status
+from launcher.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.options import cluster_options, job_from_options, spec_options, with_spec
+from launcher.spec import MultiWorkerJob
+
+if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
+    from launcher import k8s
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_PENDING_WARNING = 120.0
+
+
+def program_name() -> str:
+    """How the user called us: `kubectl tflaunch` through the kubectl plugin, else `tflaunch`."""
+    invoked = os.path.basename(sys.argv[0] if sys.argv else "")
+    return "kubectl tflaunch" if invoked.startswith("kubectl-") else "tflaunch"
+
+
+def namespace_option(func: F) -> F:
+    """`-n/--namespace` of the commands that take a job NAME (default: the context's)."""
+    return click.option(
+        "-n", "--namespace", help="Namespace of the job (default: the kubeconfig context's)."
+    )(func)
+
+
+def _connect(kubeconfig: str | None, kube_context: str | None) -> k8s.Cluster:
+    from launcher import k8s
+
+    return k8s.connect(kubeconfig, kube_context)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(tz=datetime.timezone.utc)
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str, flag: str) -> int:
+    """`90`, `30s`, `5m`, `1h30m` -> seconds; a bad value is a usage error naming `flag`."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    match = _DURATION.match(text)
+    if not text or not match or not any(match.groups()):
+        raise click.BadParameter(
+            f"{text!r} is not a duration; use e.g. 30s, 5m or 1h30m", param_hint=flag
+        )
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        lines.append("   ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _mark(outcome: str) -> str:
+    encoding = (getattr(sys.stdout, "encoding", None) or "ascii").lower()
+    fancy = encoding.startswith("utf")
+    return {
+        "ok": "✓" if fancy else "ok",
+        "fail": "✗" if fancy else "FAIL",
+        "skip": "-",
+    }[outcome]
+
+
+# --- submit --------------------------------------------------------------------------------
+
+_API_GROUP = {"Job": "job.batch", "NetworkPolicy": "networkpolicy.networking.k8s.io"}
+
+
+@click.command("submit")
+@spec_options
+@cluster_options
+@click.option("--wait", "wait_for_it", is_flag=True, help="Then wait until the job finishes.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), metavar="SECONDS", help="With --wait: give up after."
+)
+@click.option(
+    "--pending-warning",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_PENDING_WARNING,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --wait: warn when workers stay Pending this long.",
+)
+@click.option("--replace", is_flag=True, help="Delete the job's existing objects first.")
+@click.option(
+    "--dry-run", is_flag=True, help="Check everything with the API server; apply nothing."
+)
+@with_spec
+def submit_command(
+    job: MultiWorkerJob,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    wait_for_it: bool,
+    timeout: float | None,
+    pending_warning: float,
+    replace: bool,
+    dry_run: bool,
+) -> int:
+    """Render the job and apply it to the cluster (server-side apply, all or nothing).
+
+    \b
+    Examples:
+      tflaunch submit examples/mnist.yaml --workers 4 --gpus 1 --wait
+      tflaunch submit examples/mnist.yaml --replace      # after changing the spec
+    """
+    if timeout is not None and not wait_for_it:
+        raise click.UsageError("--timeout only applies with --wait")
+    if dry_run and wait_for_it:
+        raise click.UsageError("--dry-run and --wait cannot be combined")
+    objects = render.render(job)
+    cluster = _connect(kubeconfig, kube_context)
+    program = program_name()
+    applied = cluster.apply_job(objects, replace=replace, dry_run=dry_run, program=program)
+    suffix = " (dry run)" if dry_run else ""
+    for item in applied:
+        kind = _API_GROUP.get(item.kind, item.kind.lower())
+        action = "replaced" if replace and not dry_run else item.action
+        click.echo(f"{kind}/{item.name} {action}{suffix}")
+    if dry_run:
+        return ExitStatus.SUCCESS
+    if all(item.action == "unchanged" for item in applied) and not replace:
+        click.echo(f"job {job.name} is already submitted with this spec: nothing to do", err=True)
+    if wait_for_it:
+        return _wait(cluster, job.name, job.namespace, timeout, pending_warning)
+    click.echo(
+        f"next: {program} wait {job.name} -n {job.namespace}  |  "
+        f"{program} logs {job.name} -n {job.namespace} -f",
+        err=True,
+    )
+    return ExitStatus.SUCCESS
+
+
+# --- status --------------------------------------------------------------------------------
+
+
+@click.command("status")
+@click.argument("name")
+@namespace_option
+@cluster_options
+def status_command(
+    name: str, namespace: str | None, kubeconfig: str | None, kube_context: str | None
+) -> None:
+    """Show each worker of job NAME (pod, phase, node, restarts, why not running) and the
+    job's condition.
+
+    \b
+    Example:
+      tflaunch status mnist -n ml
+    """
+    cluster = _connect(kubeconfig, kube_context)
+    ns = namespace or cluster.namespace
+    found = cluster.job_objects(name, ns)
+    if not found.jobs and not found.pods:
+        raise _not_found(name, ns)
+    summary = status.summarize(name, ns, found.jobs, found.pods)
+    now = _now()
+    click.echo(
+        f"job {name} in namespace {ns}: {summary.state}, {summary.running}/{summary.expected} "
+        f"workers running, {summary.layout} layout, age {status.age(summary.created, now)}"
+    )
+    rows = [["WORKER", "POD", "PHASE", "NODE", "RESTARTS", "AGE", "REASON"]]
+    for w in summary.workers:
+        rows.append(
+            [
+                str(w.index),
+                w.pod or "-",
+                w.phase,
+                w.node or "-",
+                str(w.restarts),
+                status.age(w.created, now),
+                w.reason or "",
+            ]
+        )
+    click.echo(_table(rows))
+    if summary.condition:
+        click.echo(f"condition: {summary.condition}")
+
+
+def _not_found(name: str, namespace: str) -> NotFound:
+    return NotFound(
+        f"job {name} not found in namespace {namespace}; see {program_name()} list -n {namespace}"
+        " (or -A for every namespace)"
+    )
+
+
+# --- logs ----------------------------------------------------------------------------------
+
+
+@click.command("logs")
+@click.argument("name")
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming, new pods after restarts too.")
+@click.option("--worker", type=click.IntRange(min=0), help="Only this worker index.")
+@click.option("--since", metavar="DURATION", help="Only lines newer than this, e.g. 10m.")
+@namespace_option
+@cluster_options
+def logs_command(
+    name: str,
+    follow: bool,
+    worker: int | None,
+    since: str | None,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> None:
+    """Print the logs of job NAME's workers, each line prefixed with `[worker i]`.
+
+    \b
+    Examples:
+      tflaunch logs mnist -f
+      tflaunch logs mnist --worker 1 --since 10m
+    """
+    since_seconds = parse_duration(since, "--since") if since is not None else None
+    cluster = _connect(kubeconfig, kube_context)
+    ns = namespace or cluster.namespace
+    pods_seen: dict[int | None, int] = {}
+
+    def finished(objects: k8s.JobObjects) -> bool:
+        return status.summarize(name, ns, objects.jobs, objects.pods).finished
+
+    try:
+        for line in cluster.job_logs(
+            name, ns, worker=worker, follow=follow, since_seconds=since_seconds, finished=finished
+        ):
+            prefix = f"[worker {line.index if line.index is not None else '?'}]"
+            if line.text is None:  # a newly followed pod
+                seen = pods_seen[line.index] = pods_seen.get(line.index, -1) + 1
+                if seen:
+                    click.echo(
+                        f"{prefix} --- restart {seen}: following pod {line.pod} ---", err=True
+                    )
+                continue
+            click.echo(f"{prefix} {line.text}")
+    except NotFound as error:
+        if str(error).startswith("job "):
+            raise _not_found(name, ns) from error
+        raise
+
+
+# --- wait ----------------------------------------------------------------------------------
+
+
+@click.command("wait")
+@click.argument("name")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Give up after (default: never).",
+)
+@click.option(
+    "--pending-warning",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_PENDING_WARNING,
+    show_default=True,
+    metavar="SECONDS",
+    help="Warn when workers stay Pending this long (MWMS needs all of them).",
+)
+@namespace_option
+@cluster_options
+def wait_command(
+    name: str,
+    timeout: float | None,
+    pending_warning: float,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> int:
+    """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
+
+    \b
+    Example:
+      tflaunch wait mnist --timeout 3600
+    """
+    cluster = _connect(kubeconfig, kube_context)
+    return _wait(cluster, name, namespace or cluster.namespace, timeout, pending_warning)
+
+
+class _Progress:
+    """The live progress line on stderr: redrawn in place on a terminal, else printed when
+    it changes (time excluded)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+        self.drawn = False
+
+    def show(self, line: str, key: str) -> None:
+        if self.tty:
+            click.echo(f"\r\x1b[2K{line}", nl=False, err=True)
+            self.drawn = True
+        elif key != self.last:
+            click.echo(line, err=True)
+        self.last = key
+
+    def say(self, text: str) -> None:
+        self.clear()
+        click.echo(text, err=True)
+
+    def clear(self) -> None:
+        if self.drawn:
+            click.echo("\r\x1b[2K", nl=False, err=True)
+            self.drawn = False
+
+
+def _wait(
+    cluster: k8s.Cluster,
+    name: str,
+    namespace: str,
+    timeout: float | None,
+    pending_warning: float,
+) -> int:
+    """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure."""
+    start = time.monotonic()
+    progress = _Progress()
+    warned: set[tuple[int, str | None]] = set()
+    restarts: dict[int, int] = {}
+    seen = False
+    try:
+        for objects in cluster.watch_job(name, namespace):
+            elapsed = time.monotonic() - start
+            if not objects.jobs:
+                if seen:
+                    raise JobFailed(f"job {name} was deleted while waiting for it")
+                raise _not_found(name, namespace)
+            seen = True
+            summary = status.summarize(name, namespace, objects.jobs, objects.pods)
+            for w in summary.workers:
+                if w.restarts > restarts.get(w.index, 0):
+                    progress.say(
+                        f"{name}: worker {w.index} restarted ({w.restarts} so far); the whole "
+                        "group restarts with it, resuming from the last checkpoint"
+                    )
+                restarts[w.index] = max(w.restarts, restarts.get(w.index, 0))
+            stalled = [
+                w
+                for w in status.pending_too_long(summary, _now(), pending_warning)
+                if (w.index, w.pod) not in warned
+            ]
+            if stalled:
+                warned.update((w.index, w.pod) for w in stalled)
+                progress.say(
+                    f"warning: {status.pending_warning(summary, stalled, pending_warning)}"
+                )
+            line = status.progress_line(summary, elapsed)
+            progress.show(line, line.rpartition(", ")[0])
+            if summary.state == "Succeeded":
+                progress.say(f"job {name} succeeded in {status.duration(elapsed)}")
+                return ExitStatus.SUCCESS
+            if summary.state == "Failed":
+                raise JobFailed(status.failure_message(summary))
+            if timeout is not None and elapsed > timeout:
+                raise WaitTimeout(
+                    f"job {name} did not finish within {status.duration(timeout)} ({line}); it "
+                    f"keeps running: {program_name()} status {name} -n {namespace}"
+                )
+    finally:
+        progress.clear()
+    raise AssertionError("watch_job never ends")  # pragma: no cover
+
+
+# --- delete --------------------------------------------------------------------------------
+
+
+@click.command("delete")
+@click.argument("name")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Until everything is gone.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), default=300, show_default=True, metavar="SECONDS"
+)
+@namespace_option
+@cluster_options
+def delete_command(
+    name: str,
+    wait: bool,
+    timeout: float,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> None:
+    """Delete job NAME: its Jobs, pods, Service and NetworkPolicy (foreground). Idempotent.
+
+    \b
+    Example:
+      tflaunch delete mnist -n ml
+    """
+    cluster = _connect(kubeconfig, kube_context)
+    ns = namespace or cluster.namespace
+    deleted = cluster.delete_job(name, ns, wait=wait, timeout=timeout)
+    if not deleted:
+        click.echo(f"nothing to delete: no objects of job {name} in namespace {ns}")
+        return
+    for item in deleted:
+        kind, _, obj_name = item.partition("/")
+        click.echo(f"{_API_GROUP.get(kind.title(), kind)}/{obj_name} deleted")
+
+
+# --- list ----------------------------------------------------------------------------------
+
+
+@click.command("list")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Jobs of every namespace.")
+@namespace_option
+@cluster_options
+def list_command(
+    all_namespaces: bool, namespace: str | None, kubeconfig: str | None, kube_context: str | None
+) -> None:
+    """List the jobs tflaunch manages in a namespace (or all), with state and age.
+
+    \b
+    Example:
+      tflaunch list -A
+    """
+    if all_namespaces and namespace:
+        raise click.UsageError("-A/--all-namespaces and -n/--namespace cannot be combined")
+    cluster = _connect(kubeconfig, kube_context)
+    ns = namespace or cluster.namespace
+    groups = status.group_jobs(cluster.managed_jobs(ns, all_namespaces=all_namespaces))
+    if not groups:
+        where = "any namespace" if all_namespaces else f"namespace {ns}"
+        click.echo(f"no tflaunch jobs in {where}", err=True)
+        return
+    now = _now()
+    header = ["NAME", "LAYOUT", "WORKERS", "STATE", "AGE"]
+    rows = [["NAMESPACE", *header] if all_namespaces else header]
+    for (job_ns, job_name), jobs in groups.items():
+        state, _ = status.jobs_state(jobs)
+        summary = status.summarize(job_name, job_ns, jobs, [])
+        row = [job_name, summary.layout, str(summary.expected), state]
+        row.append(status.age(summary.created, now))
+        rows.append([job_ns, *row] if all_namespaces else row)
+    click.echo(_table(rows))
+
+
+# --- doctor --------------------------------------------------------------------------------
+
+
+@click.command("doctor")
+@click.argument("name", required=False)
+@click.option(
+    "-f",
+    "--spec",
+    "spec_file",
+    type=click.Path(dir_okay=False),
+    help="Check the room for this (not yet submitted) spec instead of a live job.",
+)
+@namespace_option
+@cluster_options
+def doctor_command(
+    name: str | None,
+    spec_file: str | None,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> int:
+    """Check the cluster (and job NAME) for the usual causes of MWMS failures.
+
+    GPUs on the nodes, quota room for all workers, the headless Service and its endpoints,
+    and the TF_CONFIG each live pod actually got. Exit 1 when a check fails.
+
+    \b
+    Examples:
+      tflaunch doctor mnist -n ml
+      tflaunch doctor -f examples/mnist.yaml
+    """
+    if name and spec_file:
+        raise click.UsageError("give a job NAME or --spec, not both")
+    planned = job_from_options(spec_file, ()) if spec_file else None
+    cluster = _connect(kubeconfig, kube_context)
+    ns = namespace or (planned.namespace if planned else cluster.namespace)
+    results: list[checks.Check] = [checks.ok("API server", f"reachable at {cluster.server}")]
+    found = cluster.job_objects(name, ns) if name else None
+    if found is not None and not found.jobs and not found.pods:
+        results.append(
+            checks.fail(
+                "Job",
+                f"job {name} not found in namespace {ns}",
+                f"check the name and namespace ({program_name()} list -A)",
+            )
+        )
+    jobs = (
+        list(found.jobs)
+        if found
+        else [o for o in render.render(planned) if o["kind"] == "Job"]
+        if planned
+        else []
+    )
+    needs = checks.needs_of(jobs)
+    results.append(_guarded("GPU nodes", lambda: checks.check_gpu_nodes(cluster.nodes(), needs)))
+    admitted = bool(found and found.pods)
+    results.append(
+        _guarded(
+            "ResourceQuota",
+            lambda: checks.check_quota(cluster.resource_quotas(ns), needs, admitted),
+        )
+    )
+    if found is not None and (found.jobs or found.pods):
+        assert name is not None
+        service = names.service_name(name)
+        results.append(checks.check_service(found.services, service))
+        results.append(
+            _guarded(
+                "Service endpoints",
+                lambda: checks.check_endpoints(
+                    cluster.endpoint_slices(service, ns), found.pods, service
+                ),
+            )
+        )
+        results.append(checks.check_tf_config(found.pods, needs.workers if needs else None))
+    for check in results:
+        click.echo(f"{_mark(check.outcome)} {check.name}: {check.detail}")
+        if check.fix:
+            click.echo(f"    fix: {check.fix}")
+    failed = [c for c in results if c.failed]
+    if failed:
+        click.echo(f"{len(failed)} of {len(results)} checks failed", err=True)
+        return ExitStatus.ERROR
+    return ExitStatus.SUCCESS
+
+
+def _guarded(name: str, run: Callable[[], checks.Check]) -> checks.Check:
+    """A check whose reads RBAC may forbid: a skip that says so instead of an abort."""
+    from launcher.errors import Forbidden
+
+    try:
+        return run()
+    except Forbidden as error:
+        return checks.skip(name, f"not checked: {error}")
+
+
+# --- Registration --------------------------------------------------------------------------
+
+COMMANDS = (
+    submit_command,
+    status_command,
+    logs_command,
+    wait_command,
+    delete_command,
+    list_command,
+    doctor_command,
+)
+
+
+def register(group: click.Group) -> None:
+    """Add the cluster commands to the `tflaunch` click group."""
+    for command in COMMANDS:
+        group.add_command(command)

@@ -1,0 +1,390 @@
+"""What a job is doing, worked out from its Jobs and Pods given as plain dicts.
+
+Pure (no cluster access, no clock: `now` is passed in), so `tflaunch status`, `list`, `wait`
+and `logs -f` share one reading of the objects and it can be tested with dicts. The reading
+follows MultiWorkerMirroredStrategy: training only runs when every worker runs, a worker that
+fails takes the group with it, and a Pending worker holds the others at the rendezvous.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from launcher import contract, labels
+
+State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
+Obj = Mapping[str, Any]
+
+_FAILED = ("Failed", "FailureTarget")
+_COMPLETE = ("Complete", "SuccessCriteriaMet")
+
+
+@dataclasses.dataclass(frozen=True)
+class Worker:
+    """One worker index and its newest pod."""
+
+    index: int
+    pod: str | None
+    """The newest pod of this index; None when there is none (yet, or any more)."""
+    phase: str
+    """The pod's phase (Pending, Running, Succeeded, Failed), or Missing."""
+    node: str | None
+    restarts: int
+    """Replacement pods: the Job makes a new pod each time one fails (restartPolicy Never)."""
+    created: datetime.datetime | None
+    reason: str | None
+    """Why it is not running (or why it failed), e.g. `config error (exit 78)`."""
+    exit_code: int | None = None
+    finished: datetime.datetime | None = None
+    """When its container terminated."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobStatus:
+    """The whole job: its workers and its Jobs' verdict."""
+
+    name: str
+    namespace: str
+    state: State
+    workers: tuple[Worker, ...]
+    expected: int
+    """How many workers the job has (completions, or Jobs of the per-worker layout)."""
+    layout: str
+    condition: str | None
+    """The Jobs' decisive condition, e.g. `Failed: PodFailurePolicy: ...`, `Complete`."""
+    created: datetime.datetime | None = None
+    jobs: tuple[str, ...] = ()
+
+    @property
+    def running(self) -> int:
+        return sum(w.phase == "Running" for w in self.workers)
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self.workers)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("Succeeded", "Failed")
+
+
+# --- Reading the objects -------------------------------------------------------------------
+
+
+def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj]) -> JobStatus:
+    """The status of job `name` from its Jobs and Pods (all of them, old attempts included)."""
+    indexed = any((j.get("spec") or {}).get("completionMode") == "Indexed" for j in jobs)
+    expected = _expected_workers(jobs, indexed)
+    by_index: dict[int, list[Obj]] = {}
+    for pod in pods:
+        index = pod_index(pod)
+        if index is not None:
+            by_index.setdefault(index, []).append(pod)
+    workers = tuple(
+        _worker(i, by_index.get(i, [])) for i in sorted(set(range(expected)) | set(by_index))
+    )
+    state, condition = _state(jobs, workers, expected, indexed)
+    created = min((t for j in jobs if (t := created_at(j)) is not None), default=None)
+    return JobStatus(
+        name=name,
+        namespace=namespace,
+        state=state,
+        workers=workers,
+        expected=expected,
+        layout="indexed" if indexed or not jobs else "per-worker",
+        condition=condition,
+        created=created,
+        jobs=tuple(sorted(j["metadata"]["name"] for j in jobs)),
+    )
+
+
+def jobs_state(jobs: Sequence[Obj]) -> tuple[State, str | None]:
+    """State and condition from Jobs alone (`tflaunch list`: no pods read)."""
+    indexed = any((j.get("spec") or {}).get("completionMode") == "Indexed" for j in jobs)
+    expected = _expected_workers(jobs, indexed)
+    active = sum(int((j.get("status") or {}).get("active") or 0) for j in jobs)
+    placeholder = tuple(
+        Worker(i, None, "Running" if i < active else "Pending", None, 0, None, None)
+        for i in range(expected)
+    )
+    return _state(jobs, placeholder, expected, indexed)
+
+
+def group_jobs(jobs: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
+    """Kubernetes Jobs grouped by (namespace, tflaunch job name)."""
+    groups: dict[tuple[str, str], list[Obj]] = {}
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        name = (meta.get("labels") or {}).get(labels.JOB_NAME)
+        if name:
+            groups.setdefault((meta.get("namespace") or "", name), []).append(job)
+    return dict(sorted(groups.items()))
+
+
+def pod_index(pod: Obj) -> int | None:
+    meta = pod.get("metadata") or {}
+    return labels.worker_index_of(meta.get("labels") or {}, meta.get("annotations") or {})
+
+
+def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
+    if indexed:
+        return max(int((j.get("spec") or {}).get("completions") or 0) for j in jobs)
+    indices = [
+        int(value)
+        for j in jobs
+        if (value := _template_labels(j).get(labels.WORKER_INDEX, "")).isdigit()
+    ]
+    return max([len(jobs), *(i + 1 for i in indices)])
+
+
+def _template_labels(job: Obj) -> Mapping[str, str]:
+    template = (job.get("spec") or {}).get("template") or {}
+    return (template.get("metadata") or {}).get("labels") or {}
+
+
+def _worker(index: int, pods: list[Obj]) -> Worker:
+    if not pods:
+        return Worker(index, None, "Missing", None, 0, None, "no pod yet")
+    ordered = sorted(pods, key=lambda p: (created_at(p) or _EPOCH, p["metadata"]["name"]))
+    live = [p for p in ordered if not p["metadata"].get("deletionTimestamp")]
+    pod = (live or ordered)[-1]
+    phase, reason, exit_code = pod_state(pod)
+    return Worker(
+        index=index,
+        pod=pod["metadata"]["name"],
+        phase=phase,
+        node=(pod.get("spec") or {}).get("nodeName"),
+        restarts=len(pods) - 1,
+        created=created_at(pod),
+        reason=reason,
+        exit_code=exit_code,
+        finished=_finished_at(pod),
+    )
+
+
+def _finished_at(pod: Obj) -> datetime.datetime | None:
+    container = _trainer_status(pod.get("status") or {}) or {}
+    terminated = (container.get("state") or {}).get("terminated") or {}
+    return parse_time(terminated.get("finishedAt"))
+
+
+def pod_state(pod: Obj) -> tuple[str, str | None, int | None]:
+    """(phase, reason when not plainly running, exit code when terminated) of a worker pod."""
+    status = pod.get("status") or {}
+    phase = str(status.get("phase") or "Pending")
+    container = _trainer_status(status)
+    state = (container or {}).get("state") or {}
+    terminated = state.get("terminated") or ((container or {}).get("lastState") or {}).get(
+        "terminated"
+    )
+    if pod.get("metadata", {}).get("deletionTimestamp") and phase in ("Pending", "Running"):
+        return phase, "Terminating", None
+    if phase == "Pending":
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                return phase, _reason(condition.get("reason") or "Unschedulable", condition), None
+        waiting = state.get("waiting")
+        if waiting:
+            return phase, _reason(waiting.get("reason") or "Waiting", waiting), None
+        return phase, None, None
+    if phase == "Running":
+        waiting = state.get("waiting")
+        return phase, _reason(waiting.get("reason"), waiting) if waiting else None, None
+    if phase == "Failed":
+        if terminated:
+            code = terminated.get("exitCode")
+            return phase, describe_exit(code, terminated.get("reason"), terminated), code
+        return phase, _reason(status.get("reason") or "Failed", status), None
+    return phase, None, (terminated or {}).get("exitCode")
+
+
+def describe_exit(code: int | None, reason: str | None, terminated: Obj | None = None) -> str:
+    """A worker's exit in words: `config error (exit 78)`, `OOMKilled (exit 137)`..."""
+    if code == contract.EXIT_CONFIG_ERROR:
+        text = f"config error (exit {code})"
+    elif code == contract.EXIT_RENDEZVOUS_TIMEOUT:
+        text = f"rendezvous timeout (exit {code}): peers never became reachable"
+    elif reason == "OOMKilled":
+        text = f"OOMKilled (exit {code}): raise spec.resources.limits.memory"
+    elif code is not None and code > 128:
+        text = f"{reason or 'killed'} (exit {code}, signal {code - 128})"
+    else:
+        text = f"{reason or 'Error'} (exit {code})"
+    message = _first_line((terminated or {}).get("message"))
+    return f"{text}: {message}" if message else text
+
+
+def _trainer_status(status: Obj) -> Obj | None:
+    containers = status.get("containerStatuses") or []
+    for container in containers:
+        if container.get("name") == "trainer":
+            return dict(container)
+    return dict(containers[0]) if containers else None
+
+
+def _reason(reason: str | None, source: Obj) -> str | None:
+    message = _first_line(source.get("message"))
+    if not reason:
+        return message
+    return f"{reason}: {message}" if message else reason
+
+
+def _first_line(text: Any, limit: int = 160) -> str:
+    line = " ".join(str(text or "").strip().splitlines()[:1]).strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _conditions(job: Obj) -> dict[str, Obj]:
+    return {
+        str(c.get("type")): c
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+
+
+def _state(
+    jobs: Sequence[Obj], workers: Sequence[Worker], expected: int, indexed: bool
+) -> tuple[State, str | None]:
+    if not jobs:
+        return "Unknown", None
+    for job in jobs:
+        conditions = _conditions(job)
+        failed = next((conditions[t] for t in _FAILED if t in conditions), None)
+        if failed is not None:
+            return "Failed", _condition_text("Failed", failed, job, len(jobs) > 1)
+    completed = [j for j in jobs if any(t in _conditions(j) for t in _COMPLETE)]
+    if completed and len(completed) == len(jobs) and (indexed or len(jobs) >= expected):
+        return "Succeeded", "Complete"
+    suspended = [
+        j for j in jobs if "Suspended" in _conditions(j) or (j.get("spec") or {}).get("suspend")
+    ]
+    if suspended:
+        return "Suspended", "Suspended: the Job is suspended (e.g. queued by Kueue)"
+    if any(w.phase == "Running" for w in workers):
+        return "Running", None
+    return "Pending", None
+
+
+def _condition_text(kind: str, condition: Obj, job: Obj, name_it: bool) -> str:
+    parts = [kind]
+    if name_it:
+        parts[0] = f"{kind} (Job {job['metadata']['name']})"
+    if condition.get("reason"):
+        parts.append(str(condition["reason"]))
+    message = _first_line(condition.get("message"), 240)
+    if message:
+        parts.append(message)
+    return ": ".join(parts)
+
+
+# --- Time ----------------------------------------------------------------------------------
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def parse_time(text: str | None) -> datetime.datetime | None:
+    """An RFC 3339 timestamp from the API (`2024-05-01T12:00:00Z`), timezone-aware."""
+    if not text:
+        return None
+    value = text.replace("Z", "+00:00")
+    head, dot, rest = value.partition(".")
+    if dot:  # Python 3.10 takes at most 6 fractional digits
+        digits = "".join(c for c in rest if c.isdigit())
+        value = f"{head}.{digits[:6]}{rest[len(digits) :]}"
+    try:
+        return datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def created_at(obj: Obj) -> datetime.datetime | None:
+    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def age(since: datetime.datetime | None, now: datetime.datetime) -> str:
+    """kubectl's compact age: 45s, 3m12s, 2h5m, 3d4h."""
+    if since is None:
+        return "-"
+    seconds = max(0, int((now - since).total_seconds()))
+    return duration(seconds)
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds}s" if minutes < 10 and seconds else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h" if hours else f"{days}d"
+
+
+# --- Waiting -------------------------------------------------------------------------------
+
+
+def progress_line(status: JobStatus, elapsed: float) -> str:
+    """The live one-liner of `tflaunch wait`."""
+    parts = [
+        f"{status.name}: {status.state.lower()}",
+        f"{status.running}/{status.expected} workers running",
+    ]
+    pending = [w.index for w in status.workers if w.phase in ("Pending", "Missing")]
+    if pending and not status.finished:
+        parts.append(f"{len(pending)} pending")
+    restarted = [f"worker {w.index} x{w.restarts}" for w in status.workers if w.restarts]
+    parts.append(f"restarts: {', '.join(restarted)}" if restarted else "no restarts")
+    parts.append(duration(elapsed))
+    return ", ".join(parts)
+
+
+def pending_too_long(
+    status: JobStatus, now: datetime.datetime, threshold: float
+) -> tuple[Worker, ...]:
+    """Workers whose pod has been Pending for more than `threshold` seconds."""
+    return tuple(
+        w
+        for w in status.workers
+        if w.phase == "Pending"
+        and w.created is not None
+        and (now - w.created).total_seconds() > threshold
+    )
+
+
+def pending_warning(status: JobStatus, workers: Sequence[Worker], threshold: float) -> str:
+    """Why Pending workers stall all of MWMS, and what to do about it."""
+    which = ", ".join(str(w.index) for w in workers)
+    reasons = sorted({w.reason for w in workers if w.reason})
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    gpu = any("nvidia.com/gpu" in (w.reason or "") for w in workers)
+    scarce = "GPUs are short" if gpu else "the cluster lacks room"
+    return (
+        f"worker{'s' if len(workers) > 1 else ''} {which} pending for more than "
+        f"{duration(threshold)}{why}. MultiWorkerMirroredStrategy cannot start until all "
+        f"{status.expected} workers are scheduled, so the scheduled ones wait idle while "
+        f"{scarce}: free capacity or ask for fewer workers/GPUs, or use gang scheduling "
+        "(Kueue: spec.labels kueue.x-k8s.io/queue-name with spec.suspend: true; or a gang "
+        "scheduler via spec.schedulerName)"
+    )
+
+
+def failure_message(status: JobStatus) -> str:
+    """Why the job failed: its condition and the worker(s) that failed for good."""
+    failed = [w for w in status.workers if w.phase == "Failed"]
+    first = sorted(failed, key=lambda w: (w.finished or w.created or _EPOCH, w.index))[:1]
+    culprits = "; ".join(
+        f"worker {w.index} (pod {w.pod}) failed: {w.reason or 'unknown reason'}"
+        + (f", after {w.restarts} restart{'s' if w.restarts != 1 else ''}" if w.restarts else "")
+        for w in first
+    )
+    others = len(failed) - len(first)
+    also = f" ({others} other worker{'s' if others != 1 else ''} failed too)" if others > 0 else ""
+    condition = status.condition or "Failed"
+    text = f"job {status.name} failed: {condition}"
+    return f"{text}; {culprits}{also}" if culprits else text

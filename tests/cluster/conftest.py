@@ -1,0 +1,95 @@
+"""Fixtures of the cluster suite: a fake API server over real HTTP, a `Cluster` on it, and
+the `tflaunch` command run against it through a kubeconfig."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from launcher import cli, k8s, render, spec
+from tests.cluster.fakeapi import FakeKubernetes
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKubernetes]:
+    with FakeKubernetes().serve() as server:
+        yield server
+
+
+def cluster_at(url: str, namespace: str = "default") -> k8s.Cluster:
+    """A Cluster built the way `connect()` builds one, only pointed at `url`."""
+    configuration = client.Configuration(host=url)
+    configuration.retries = 1
+    return k8s.Cluster(client.ApiClient(configuration), namespace=namespace)
+
+
+@pytest.fixture
+def cluster(fake: FakeKubernetes) -> Iterator[k8s.Cluster]:
+    api = cluster_at(fake.url)
+    yield api
+    api.close()
+
+
+def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "me", "user": {"token": "secret"}}],
+                "contexts": [
+                    {
+                        "name": "fake",
+                        "context": {"cluster": "fake", "user": "me", "namespace": namespace},
+                    }
+                ],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def kubeconfig(fake: FakeKubernetes, tmp_path: Path) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", fake.url)
+
+
+@dataclasses.dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def tflaunch(kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """Run `tflaunch ARGS --kubeconfig <fake>` and return its exit code and output."""
+
+    def run(*args: str, connect: bool = True) -> Result:
+        capsys.readouterr()
+        argv = [*args, "--kubeconfig", str(kubeconfig)] if connect else list(args)
+        code = cli.run(argv)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def job_objects(**overrides: Any) -> list[dict[str, Any]]:
+    """The embedded default job (mnist, 2 workers, indexed), rendered; `spec.x=...` overrides."""
+    pairs = [(k.replace("__", "."), v) for k, v in overrides.items()]
+    return render.render(spec.load_job(None, pairs))
+
+
+def submit(cluster: k8s.Cluster, **overrides: Any) -> list[dict[str, Any]]:
+    """Apply a job; return the stored objects (with their uids)."""
+    cluster.apply_job(job_objects(**overrides))
+    return [o for o in job_objects(**overrides)]

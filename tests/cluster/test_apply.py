@@ -1,0 +1,208 @@
+"""Submitting: server-side apply, all or nothing, idempotent, with owner references."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher import k8s, labels
+from launcher.errors import Conflict, Invalid, SpecChanged
+from tests.cluster.conftest import job_objects
+from tests.cluster.fakeapi import FakeKubernetes
+
+
+def stored(fake: FakeKubernetes) -> dict[tuple[str, str], dict]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in fake.all()}
+
+
+def test_submitting_creates_the_service_network_policy_and_indexed_job(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    applied = cluster.apply_job(job_objects())
+
+    assert [(a.kind, a.name, a.action) for a in applied] == [
+        ("Service", "mnist", "created"),
+        ("NetworkPolicy", "mnist-tf-peers", "created"),
+        ("Job", "mnist-worker", "created"),
+    ]
+    assert set(stored(fake)) == {
+        ("Service", "mnist"),
+        ("NetworkPolicy", "mnist-tf-peers"),
+        ("Job", "mnist-worker"),
+    }
+    patches = [r for r in fake.writes() if r.method == "PATCH"]
+    assert all(r.query["fieldManager"] == "tflaunch" for r in patches)
+
+
+def test_submitting_the_same_spec_twice_writes_nothing_the_second_time(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    before = stored(fake)
+    writes = len(fake.writes())
+
+    applied = cluster.apply_job(job_objects())
+
+    assert {a.action for a in applied} == {"unchanged"}
+    assert len(fake.writes()) == writes
+    assert stored(fake) == before
+
+
+def test_a_changed_spec_for_an_existing_job_is_refused_and_nothing_is_applied(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    before = stored(fake)
+    writes = len(fake.writes())
+
+    with pytest.raises(SpecChanged) as refused:
+        cluster.apply_job(job_objects(spec__workers=4, metadata__name="mnist"))
+
+    message = str(refused.value)
+    assert "delete it first (tflaunch delete mnist -n default), or use --replace" in message
+    assert "spec.template: field is immutable" in message
+    assert len(fake.writes()) == writes  # not even the Service, which would have changed
+    assert stored(fake) == before
+
+
+def test_the_hint_names_the_program_the_user_ran(cluster: k8s.Cluster) -> None:
+    cluster.apply_job(job_objects())
+
+    with pytest.raises(SpecChanged, match=r"kubectl tflaunch delete mnist"):
+        cluster.apply_job(job_objects(spec__workers=4), program="kubectl tflaunch")
+
+
+def test_replace_deletes_the_old_objects_then_creates_the_new_ones(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    old_uid = fake.get("Job", "mnist-worker")["metadata"]["uid"]
+
+    cluster.apply_job(job_objects(spec__workers=4), replace=True)
+
+    job = fake.get("Job", "mnist-worker")
+    assert job["metadata"]["uid"] != old_uid
+    assert job["spec"]["completions"] == 4
+    deletes = [r for r in fake.requests if r.method == "DELETE"]
+    assert all(r.query.get("propagationPolicy") == "Foreground" for r in deletes)
+
+
+def test_replace_refuses_an_invalid_new_spec_before_deleting_anything(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    before = stored(fake)
+    fake.fail(
+        "POST",
+        r"/jobs$",
+        422,
+        "Job.batch is invalid",
+        causes=[{"field": "spec.completions", "message": "must be less than 1000"}],
+    )
+
+    with pytest.raises(Invalid, match=r"spec.completions: must be less than 1000"):
+        cluster.apply_job(job_objects(spec__workers=4), replace=True)
+
+    assert not [r for r in fake.requests if r.method == "DELETE"]
+    assert stored(fake) == before
+
+
+def test_a_dry_run_checks_with_the_server_and_stores_nothing(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    applied = cluster.apply_job(job_objects(), dry_run=True)
+
+    assert {a.action for a in applied} == {"created"}
+    assert fake.all() == []
+    assert all(r.query.get("dryRun") == "All" for r in fake.requests if r.method == "PATCH")
+
+
+def test_a_rejected_object_stops_the_submission_before_anything_is_written(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    fake.fail(
+        "PATCH",
+        r"/jobs/mnist-worker$",
+        422,
+        'Job.batch "mnist-worker" is invalid',
+        causes=[{"field": "spec.template.spec.containers[0].image", "message": "Required value"}],
+    )
+
+    with pytest.raises(Invalid, match=r"containers\[0\].image: Required value"):
+        cluster.apply_job(job_objects())
+
+    assert fake.writes() == []
+    assert fake.all() == []
+
+
+def test_the_service_and_network_policy_are_owned_by_the_indexed_job(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    job = fake.get("Job", "mnist-worker")
+
+    for kind, name in (("Service", "mnist"), ("NetworkPolicy", "mnist-tf-peers")):
+        (reference,) = fake.get(kind, name)["metadata"]["ownerReferences"]
+        assert reference["kind"] == "Job"
+        assert reference["name"] == "mnist-worker"
+        assert reference["uid"] == job["metadata"]["uid"]
+        assert reference["blockOwnerDeletion"] is False
+
+
+def test_deleting_the_job_garbage_collects_its_service_and_network_policy(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+
+    cluster.delete("Job", "mnist-worker")  # what kubectl delete job, or the Job's TTL, does
+
+    assert fake.all() == []
+
+
+def test_per_worker_jobs_hand_ownership_to_worker_zero(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    applied = cluster.apply_job(job_objects(spec__layout="per-worker", spec__workers=4))
+
+    assert [a.name for a in applied if a.kind == "Job"] == [
+        "mnist-worker-0",
+        "mnist-worker-1",
+        "mnist-worker-2",
+        "mnist-worker-3",
+    ]
+    (reference,) = fake.get("Service", "mnist")["metadata"]["ownerReferences"]
+    assert reference["name"] == "mnist-worker-0"
+
+
+def test_a_second_submission_keeps_the_owner_references(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    cluster.apply_job(job_objects())
+
+    assert fake.get("Service", "mnist")["metadata"]["ownerReferences"]
+
+
+def test_an_object_of_the_same_name_that_is_not_the_jobs_is_left_alone(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    fake.put(
+        {
+            "kind": "Service",
+            "metadata": {"name": "mnist", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"clusterIP": "10.0.0.1"},
+        }
+    )
+
+    with pytest.raises(Conflict, match=r"Service mnist already exists .* belongs to something"):
+        cluster.apply_job(job_objects())
+
+    assert fake.writes() == []
+
+
+def test_submitted_objects_carry_the_jobs_labels(
+    cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+
+    for obj in fake.all():
+        assert obj["metadata"]["labels"][labels.JOB_NAME] == "mnist"
