@@ -27,8 +27,7 @@ def _prototypes(rng: np.random.Generator) -> np.ndarray:
     return prototypes
 
 
-def _images(prototypes: np.ndarray, labels: np.ndarray,
-            rng: np.random.Generator) -> np.ndarray:
+def _images(prototypes: np.ndarray, labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Noisy, shifted, dimmed copies of each label's prototype, as uint8."""
     images = prototypes[labels] * rng.uniform(0.5, 1.0, size=(len(labels), 1, 1))
     shifts = rng.integers(-2, 3, size=(len(labels), 2))
@@ -53,8 +52,9 @@ def make_mnist_like(train: int, test: int, seed: int = 0) -> dict[str, np.ndarra
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m trainer.synthetic",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.synthetic", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("out", help="path of the .npz to write")
     parser.add_argument("--train", type=int, default=60000)
     parser.add_argument("--test", type=int, default=10000)

@@ -1,0 +1,146 @@
+"""`python -m trainer` as a process: every configuration problem is one clear message
+and the right exit code, before any heavy work (most of these never import TensorFlow).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from launcher import contract
+from trainer.synthetic import make_mnist_like
+
+from .conftest import Spawn, free_ports, tf_config
+
+pytestmark = pytest.mark.tf
+
+FAST = [
+    "--epochs",
+    "1",
+    "--global-batch-size",
+    "64",
+    "--max-train-examples",
+    "256",
+    "--max-test-examples",
+    "128",
+]
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The trainer's own ERROR lines (not TensorFlow's C++ "E0000 ... ERROR (303)")."""
+    return [line for line in stderr.splitlines() if re.search(r"\[worker [^]]+\] ERROR ", line)]
+
+
+def assert_config_error(worker: object, *phrases: str) -> str:
+    code = worker.wait(60)  # type: ignore[attr-defined]
+    stderr: str = worker.stderr  # type: ignore[attr-defined]
+    assert code == contract.EXIT_CONFIG_ERROR, stderr
+    errors = error_lines(stderr)
+    assert len(errors) == 1, stderr
+    assert "Traceback" not in stderr
+    for phrase in phrases:
+        assert phrase in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("raw", "phrase"),
+    [
+        ("{oops", "TF_CONFIG is not valid JSON"),
+        (
+            json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}),
+            "task.index 3 is out of range",
+        ),
+        (
+            json.dumps(
+                {"cluster": {"worker": ["a:1", "a:1"]}, "task": {"type": "worker", "index": 0}}
+            ),
+            "'a:1' twice",
+        ),
+        (
+            json.dumps({"cluster": {}, "task": {"type": "worker", "index": 0}}),
+            "cluster.worker is missing",
+        ),
+    ],
+)
+def test_bad_tf_config_exits_with_a_config_error_naming_the_field(
+    spawn: Spawn, mnist_npz: Path, raw: str, phrase: str
+) -> None:
+    assert_config_error(spawn(["--data", str(mnist_npz), *FAST], tf_config=raw), phrase)
+
+
+def test_missing_data_names_both_ways_to_provide_it(spawn: Spawn, tmp_path: Path) -> None:
+    line = assert_config_error(
+        spawn(FAST), "--data", "TFLAUNCH_DATA", "/opt/tflaunch/mnist.npz", "storage.googleapis.com"
+    )
+    assert "Keras' download failed" in line
+
+
+def test_data_path_from_the_environment_is_checked_too(spawn: Spawn, tmp_path: Path) -> None:
+    worker = spawn(FAST, env={contract.ENV_DATA: str(tmp_path / "absent.npz")})
+    assert_config_error(worker, "absent.npz does not exist")
+
+
+def test_malformed_npz_names_the_array(spawn: Spawn, tmp_path: Path) -> None:
+    arrays = make_mnist_like(64, 32)
+    arrays["x_train"] = arrays["x_train"].reshape(64, 784)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    assert_config_error(
+        spawn(["--data", str(tmp_path / "bad.npz"), *FAST]), "x_train has shape (64, 784)"
+    )
+
+
+def test_indivisible_global_batch_is_a_config_error(spawn: Spawn, mnist_npz: Path) -> None:
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    worker = spawn(
+        ["--data", str(mnist_npz), *FAST, "--global-batch-size", "65"],
+        tf_config=tf_config(addresses, 0),
+    )
+    assert_config_error(worker, "not divisible by the 2 replicas", "64 or 66")
+
+
+def test_expected_gpus_not_visible_is_a_config_error_with_the_checklist(
+    spawn: Spawn, mnist_npz: Path
+) -> None:
+    worker = spawn(["--data", str(mnist_npz), *FAST, "--expect-gpus", "1"])
+    assert_config_error(
+        worker,
+        "expected 1 GPU(s) but TensorFlow sees 0",
+        "nvidia.com/gpu",
+        "nvidia-container-toolkit",
+        "driver",
+    )
+
+
+def test_a_peer_that_never_comes_times_out_naming_it(spawn: Spawn, mnist_npz: Path) -> None:
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    started = time.monotonic()
+    worker = spawn(
+        ["--data", str(mnist_npz), *FAST, "--rendezvous-timeout", "3"],
+        tf_config=tf_config(addresses, 0),
+    )
+    code = worker.wait(60)
+    assert code == contract.EXIT_RENDEZVOUS_TIMEOUT, worker.stderr
+    errors = error_lines(worker.stderr)
+    assert len(errors) == 1 and addresses[1] in errors[0] and "within 3s" in errors[0]
+    assert time.monotonic() - started < 20
+
+
+def test_a_single_worker_trains_and_overrides_a_wrong_legacy_keras_setting(
+    spawn: Spawn, mnist_npz: Path, tmp_path: Path
+) -> None:
+    worker = spawn(
+        ["--data", str(mnist_npz), *FAST, "--model-dir", str(tmp_path / "m")],
+        env={contract.ENV_LEGACY_KERAS: "0", contract.ENV_RESTARTS: "2"},
+    )
+    assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    assert "TF_USE_LEGACY_KERAS was '0'; overriding" in worker.stderr
+    assert "running single-worker" in worker.stderr
+    result = worker.result()
+    assert result["workers"] == 1 and result["restarts"] == 2
+    assert json.loads((tmp_path / "m" / contract.RESULT_FILE).read_text()) == result

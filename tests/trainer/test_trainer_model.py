@@ -1,0 +1,128 @@
+"""Model, resume point and watchdog, in-process (single worker, real TensorFlow).
+
+Keras 3's fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585): these
+tests fail if the trainer ever builds a Keras 3 model or lets TensorFlow pick Keras 3.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from launcher import contract
+from trainer import model as model_lib
+from trainer import train
+from trainer.watchdog import Watchdog
+
+
+def test_the_model_is_a_tf_keras_model_and_tf_keras_is_tf_dot_keras() -> None:
+    import tensorflow as tf
+    import tf_keras
+
+    model = model_lib.build_model()
+    assert isinstance(model, tf_keras.Model)
+    assert type(model).__module__.startswith("tf_keras.")
+    assert tf.keras.Model is tf_keras.Model
+    assert os.environ[contract.ENV_LEGACY_KERAS] == "1"
+    model_lib.require_tf_keras()
+
+
+def test_the_model_is_the_textbook_mnist_cnn_with_logits() -> None:
+    model = model_lib.build_model()
+    kinds = [type(layer).__name__ for layer in model.layers]
+    assert kinds == ["Conv2D", "MaxPooling2D", "Flatten", "Dense", "Dense"]
+    assert model.output_shape == (None, 10)
+    assert model.layers[-1].get_config()["activation"] == "linear"
+    assert model.layers[0].filters == 32 and model.layers[3].units == 128
+
+
+def test_model_and_optimizer_variables_live_under_the_strategy() -> None:
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    model = train.build_compiled_model(strategy, _config(tmp="unused"))
+    assert all(strategy.extended.variable_created_in_scope(v) for v in model.variables)
+    # The optimizer captures the strategy it was created under; a wrong one means its
+    # slot variables would not be mirrored.
+    assert model.optimizer._distribution_strategy is strategy
+
+
+def test_weights_digest_changes_with_any_weight() -> None:
+    model = model_lib.build_model()
+    before = model_lib.weights_digest(model)
+    weights = model.get_weights()
+    weights[-1] = weights[-1] + np.float32(1e-6)
+    model.set_weights(weights)
+    assert model_lib.weights_digest(model) != before
+
+
+def test_a_fresh_checkpoint_dir_resumes_from_epoch_zero(tmp_path: Path) -> None:
+    assert train.resume_point(str(tmp_path), 10, "epoch") == train.ResumePoint(0, 0)
+
+
+@pytest.mark.parametrize(
+    ("save_freq", "expected"),
+    [
+        # the last epoch-end backup is epoch 0, so training continues with epoch 1
+        ("epoch", train.ResumePoint(1, 0)),
+        # backups after global steps 3, 6, 9; step 9 is epoch 1's batch 3 -> batch 4 next
+        (3, train.ResumePoint(1, 4)),
+    ],
+)
+def test_resume_point_is_read_from_the_backup_and_restore_checkpoint(
+    tmp_path: Path, save_freq: str | int, expected: train.ResumePoint
+) -> None:
+    """Train epochs of 5 steps and "crash" after global step 9 (epoch 1, batch 3)."""
+    import tensorflow as tf
+    import tf_keras
+
+    class Crash(tf_keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_batch_end(self, batch: int, logs: object = None) -> None:
+            if self.model.optimizer.iterations.numpy() == 9:
+                raise KeyboardInterrupt
+
+    model = model_lib.build_model()
+    model_lib.compile_model(model, 1e-3)
+    x = np.zeros((20, 28, 28, 1), np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(20, np.int64))).batch(4)
+    backup = tf_keras.callbacks.BackupAndRestore(
+        str(tmp_path), save_freq=save_freq, delete_checkpoint=False
+    )
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(
+            dataset.repeat(), epochs=3, steps_per_epoch=5, verbose=0, callbacks=[backup, Crash()]
+        )
+    assert train.resume_point(str(tmp_path), 5, save_freq) == expected
+
+
+def test_watchdog_exits_when_no_progress_for_the_timeout() -> None:
+    exits: list[int] = []
+    watchdog = Watchdog(exit_fn=exits.append, poll_seconds=0.05)
+    watchdog.arm("training", 0.3)
+    for _ in range(6):
+        time.sleep(0.1)
+        watchdog.beat()
+    assert exits == []
+    time.sleep(0.6)
+    assert exits == [contract.EXIT_TRANSIENT]
+    watchdog.stop()
+
+
+def test_a_disarmed_watchdog_never_fires() -> None:
+    exits: list[int] = []
+    watchdog = Watchdog(exit_fn=exits.append, poll_seconds=0.05)
+    watchdog.arm("training", 0.1)
+    watchdog.disarm()
+    time.sleep(0.3)
+    watchdog.stop()
+    assert exits == []
+
+
+def _config(tmp: str) -> train.TrainConfig:
+    from trainer.config import parse_args
+
+    return parse_args(["--checkpoint-dir", tmp], env={})

@@ -1,0 +1,267 @@
+"""Preflight: TF_CONFIG, batch arithmetic, rendezvous and the environment, without TF."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher import contract
+from trainer import preflight
+from trainer.errors import ConfigError, RendezvousTimeout
+from trainer.preflight import Cluster
+
+
+def tf_config(workers: object, task: object) -> str:
+    return json.dumps({"cluster": {"worker": workers}, "task": task})
+
+
+TWO = ["10.0.0.1:2222", "10.0.0.2:2222"]
+
+
+# --- TF_CONFIG ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", [None, "", "  "])
+def test_absent_tf_config_means_a_single_worker_chief(raw: str | None) -> None:
+    cluster = preflight.parse_tf_config(raw)
+    assert (cluster.num_workers, cluster.is_chief, cluster.is_multi_worker) == (1, True, False)
+    assert cluster.label == "worker 0/1"
+
+
+def test_valid_tf_config_gives_index_peers_and_label() -> None:
+    cluster = preflight.parse_tf_config(tf_config(TWO, {"type": "worker", "index": 1}))
+    assert cluster == Cluster(workers=tuple(TWO), index=1)
+    assert cluster.peers == ("10.0.0.1:2222",)
+    assert cluster.address == "10.0.0.2:2222"
+    assert not cluster.is_chief
+    assert cluster.label == "worker 1/2"
+
+
+def test_dns_names_and_ipv6_addresses_are_accepted() -> None:
+    workers = ["job-0.svc.ns.svc.cluster.local:2222", "[fd00::1]:2222"]
+    cluster = preflight.parse_tf_config(tf_config(workers, {"type": "worker", "index": 0}))
+    assert cluster.peers == ("[fd00::1]:2222",)
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "TF_CONFIG must be a JSON object"),
+        (json.dumps({"task": {"type": "worker", "index": 0}}), "TF_CONFIG.cluster is missing"),
+        (
+            json.dumps({"cluster": {}, "task": {"type": "worker", "index": 0}}),
+            "cluster.worker is missing",
+        ),
+        (tf_config([], {"type": "worker", "index": 0}), "non-empty list"),
+        (tf_config("a:1", {"type": "worker", "index": 0}), "non-empty list"),
+        (tf_config(["a:1", 7], {"type": "worker", "index": 0}), "cluster.worker[1] is not"),
+        (tf_config(["a:1", "a:1"], {"type": "worker", "index": 0}), "'a:1' twice"),
+        (tf_config(["a"], {"type": "worker", "index": 0}), "not host:port"),
+        (tf_config(["a:0"], {"type": "worker", "index": 0}), "no valid port"),
+        (tf_config(["a:70000"], {"type": "worker", "index": 0}), "no valid port"),
+        (tf_config(["a:http"], {"type": "worker", "index": 0}), "no valid port"),
+        (json.dumps({"cluster": {"worker": TWO}}), "TF_CONFIG.task is missing"),
+        (tf_config(TWO, {"index": 0}), "task.type is missing"),
+        (tf_config(TWO, {"type": "ps", "index": 0}), "task.type is 'ps'"),
+        (tf_config(TWO, {"type": "worker"}), "task.index is missing"),
+        (tf_config(TWO, {"type": "worker", "index": "1"}), "must be an integer"),
+        (tf_config(TWO, {"type": "worker", "index": True}), "must be an integer"),
+        (tf_config(TWO, {"type": "worker", "index": 2}), "index 2 is out of range"),
+        (tf_config(TWO, {"type": "worker", "index": -1}), "index -1 is out of range"),
+        (
+            json.dumps(
+                {
+                    "cluster": {"worker": TWO, "chief": ["c:1"]},
+                    "task": {"type": "worker", "index": 0},
+                }
+            ),
+            "job(s) ['chief']",
+        ),
+    ],
+)
+def test_bad_tf_config_is_a_config_error_naming_the_field(raw: str, names: str) -> None:
+    with pytest.raises(ConfigError, match="TF_CONFIG") as error:
+        preflight.parse_tf_config(raw)
+    assert names in str(error.value)
+    assert error.value.exit_code == contract.EXIT_CONFIG_ERROR
+
+
+# --- batch and threads -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("global_batch", "replicas", "per_replica"), [(256, 1, 256), (256, 2, 128), (96, 3, 32)]
+)
+def test_divisible_global_batch_is_split_evenly(
+    global_batch: int, replicas: int, per_replica: int
+) -> None:
+    assert preflight.per_replica_batch(global_batch, replicas) == per_replica
+
+
+def test_indivisible_global_batch_is_a_config_error_suggesting_neighbours() -> None:
+    with pytest.raises(ConfigError, match="not divisible by the 3 replicas") as error:
+        preflight.per_replica_batch(256, 3)
+    assert "255 or 258" in str(error.value)
+
+
+def test_global_batch_below_the_replica_count_suggests_the_replica_count() -> None:
+    with pytest.raises(ConfigError, match=r"e\.g\. 4$"):
+        preflight.per_replica_batch(3, 4)
+
+
+def test_workers_on_loopback_share_the_host_and_pods_do_not() -> None:
+    local = Cluster(workers=("127.0.0.1:1", "localhost:2", "10.0.0.3:3"), index=0)
+    pods = Cluster(workers=("a.svc:2222", "b.svc:2222"), index=1)
+    assert preflight.colocated_workers(local) == 2
+    assert preflight.colocated_workers(pods) == 1
+    assert preflight.colocated_workers(preflight.SINGLE_WORKER) == 1
+
+
+def test_explicit_thread_count_wins_and_auto_divides_cpus_among_colocated_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(preflight, "usable_cpus", lambda: 8)
+    local = Cluster(workers=("127.0.0.1:1", "127.0.0.1:2"), index=0)
+    assert preflight.thread_count(3, local) == 3
+    assert preflight.thread_count(0, local) == 0
+    assert preflight.thread_count("auto", local) == 4
+    assert preflight.thread_count("auto", preflight.SINGLE_WORKER) == 8
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"), [("max 100000", None), ("150000 100000", 2), ("50000 100000", 1)]
+)
+def test_cgroup_cpu_limit_is_rounded_up(tmp_path: object, text: str, cpus: int | None) -> None:
+    path = f"{tmp_path}/cpu.max"
+    with open(path, "w") as f:
+        f.write(text)
+    assert preflight.cgroup_cpu_limit(path) == cpus
+
+
+# --- environment -------------------------------------------------------------------------
+
+
+def test_legacy_keras_is_set_when_absent_without_a_warning() -> None:
+    env: dict[str, str] = {}
+    assert preflight.prepare_environment(env) is None
+    assert env[contract.ENV_LEGACY_KERAS] == "1"
+
+
+def test_another_legacy_keras_value_is_overridden_and_explained() -> None:
+    env = {contract.ENV_LEGACY_KERAS: "0"}
+    warning = preflight.prepare_environment(env)
+    assert env[contract.ENV_LEGACY_KERAS] == "1"
+    assert warning is not None and "keras-team/keras#20585" in warning
+
+
+def test_preflight_does_not_import_tensorflow_at_module_level() -> None:
+    source = Path(preflight.__file__).read_text()
+    top_level = [line for line in source.splitlines() if line.startswith(("import", "from"))]
+    assert not [line for line in top_level if "tensorflow" in line or "keras" in line]
+
+
+# --- rendezvous --------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_backoff_doubles_from_a_fifth_of_a_second_up_to_a_cap() -> None:
+    delays = preflight.backoff_delays()
+    assert [next(delays) for _ in range(7)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+
+
+def test_rendezvous_retries_dns_failures_until_the_peer_answers() -> None:
+    clock = FakeClock()
+    answers = iter(["DNS: Name or service not known"] * 3 + [None])
+    preflight.wait_for_peers(
+        ["b:1"], timeout=30, probe_fn=lambda peer, t: next(answers), clock=clock, sleep=clock.sleep
+    )
+    assert clock.sleeps == [0.2, 0.4, 0.8]
+
+
+def test_rendezvous_timeout_names_only_the_peers_that_never_came() -> None:
+    clock = FakeClock()
+
+    def probe(peer: str, timeout: float) -> str | None:
+        return None if peer == "up:1" else "Connection refused"
+
+    with pytest.raises(RendezvousTimeout) as error:
+        preflight.wait_for_peers(
+            ["up:1", "down:2"], timeout=10, probe_fn=probe, clock=clock, sleep=clock.sleep
+        )
+    message = str(error.value)
+    assert "down:2 (Connection refused)" in message and "up:1" not in message
+    assert error.value.exit_code == contract.EXIT_RENDEZVOUS_TIMEOUT
+    assert clock.now == pytest.approx(10)
+
+
+def test_probe_listener_answers_while_waiting_and_frees_the_port_for_tensorflow() -> None:
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    assert preflight.probe(address, 1.0) is not None
+    with preflight.ProbeListener(port):
+        assert preflight.probe(address, 1.0) is None
+        assert preflight.probe(address, 1.0) is None
+    assert preflight.probe(address, 1.0) is not None
+    with socket.create_server(("", port)):  # what TensorFlow's gRPC server will do next
+        pass
+
+
+def test_two_workers_find_each_other_through_their_probe_listeners() -> None:
+    """The fast worker passes rendezvous and starts "TensorFlow" (a plain listener on
+    its port) while the slow one is still probing: the slow one must still get through."""
+    addresses = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    clusters = [Cluster(workers=tuple(addresses), index=i) for i in range(2)]
+    errors: list[BaseException] = []
+    done = threading.Barrier(2, timeout=15)
+
+    def worker(cluster: Cluster, delay: float) -> None:
+        time.sleep(delay)
+        try:
+            preflight.rendezvous(cluster, timeout=10)
+            port = preflight.split_address(str(cluster.address))[1]
+            with socket.create_server(("", port)):  # TensorFlow's gRPC server
+                done.wait()
+        except BaseException as e:  # collected and asserted below
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=worker, args=(c, d))
+        for c, d in zip(clusters, (0.0, 1.0), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert errors == []
+
+
+def test_a_port_held_by_another_process_is_a_transient_error() -> None:
+    with socket.create_server(("", 0)) as holder:
+        port = holder.getsockname()[1]
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+        with pytest.raises(preflight.TransientError, match=f"port {port}"):
+            preflight.ProbeListener(port)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
