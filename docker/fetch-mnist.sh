@@ -27,6 +27,7 @@ partial="${dest}.partial"
 log() { printf 'fetch-mnist: %s\n' "$*" >&2; }
 
 trap 'rm -f "$partial"' EXIT
+mkdir -p "$(dirname "$dest")"
 
 if [[ -n "$local_dir" && -f "$local_dir/mnist.npz" ]]; then
   log "using the local copy $local_dir/mnist.npz"
@@ -60,7 +61,6 @@ if [[ "$actual" != "$expected" ]]; then
   exit 1
 fi
 
-mkdir -p "$(dirname "$dest")"
 mv "$partial" "$dest"
 chmod 0444 "$dest"
 log "verified $dest (sha256 $actual)"

@@ -19,7 +19,9 @@ from tests.infra._infra import ANSI_ESCAPE, REPO
 MakeDryRun = Callable[..., str]
 Make = Callable[..., subprocess.CompletedProcess[str]]
 
-VERSION = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M)[1]
+_version = re.search(r'^version = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M)
+assert _version, "pyproject.toml has no version"
+VERSION = _version[1]
 
 
 def commands(output: str) -> list[list[str]]:

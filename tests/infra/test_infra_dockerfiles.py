@@ -1,0 +1,304 @@
+"""The images, checked without Docker: what the Dockerfiles say, and their helper scripts run.
+
+The trainer image must agree with the rest of the project: the TensorFlow it is built on is
+the one pyproject's `trainer` extra pins, the environment and user are the ones
+launcher/contract.py and the Job template expect, and the data set is the verified MNIST.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from launcher import contract
+from tests.infra._infra import REPO
+
+MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
+TRAINER_UID = getattr(contract, "TRAINER_UID", 10001)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    arguments: str
+
+
+def instructions(dockerfile: str) -> list[Instruction]:
+    """A Dockerfile's instructions, continuation lines joined and comments dropped."""
+    lines = [
+        line
+        for line in (REPO / dockerfile).read_text().splitlines()
+        if not line.lstrip().startswith("#")
+    ]
+    logical = re.sub(r"\\\n", " ", "\n".join(lines))
+    result = []
+    for line in logical.splitlines():
+        if line.strip():
+            keyword, _, arguments = line.strip().partition(" ")
+            result.append(Instruction(keyword.upper(), " ".join(arguments.split())))
+    return result
+
+
+def stages(dockerfile: str) -> dict[str, list[Instruction]]:
+    """Instructions by stage name ("" holds the global ARGs before the first FROM)."""
+    by_stage: dict[str, list[Instruction]] = {"": []}
+    current = ""
+    for instruction in instructions(dockerfile):
+        if instruction.keyword == "FROM":
+            current = instruction.arguments.split(" AS ")[-1].strip()
+            by_stage[current] = []
+        by_stage[current].append(instruction)
+    return by_stage
+
+
+def arg_defaults(items: list[Instruction]) -> dict[str, str]:
+    pairs = (i.arguments.partition("=") for i in items if i.keyword == "ARG")
+    return {key: value for key, sep, value in pairs if sep}
+
+
+def env_of(items: list[Instruction]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for i in items:
+        if i.keyword == "ENV":
+            for pair in i.arguments.split():
+                key, _, value = pair.partition("=")
+                env[key] = value
+    return env
+
+
+def last(items: list[Instruction], keyword: str) -> str:
+    return [i.arguments for i in items if i.keyword == keyword][-1]
+
+
+def pyproject_pin(package: str) -> str:
+    match = re.search(rf'"{package}==([^"]+)"', (REPO / "pyproject.toml").read_text())
+    assert match, f"pyproject.toml does not pin {package}"
+    return match[1]
+
+
+TRAINER = stages("docker/Dockerfile")
+OPERATOR = stages("docker/Dockerfile.operator")
+
+
+def test_the_trainer_is_built_on_the_tensorflow_that_pyproject_pins() -> None:
+    tf_version = arg_defaults(TRAINER[""])["TF_VERSION"]
+
+    assert tf_version == pyproject_pin("tensorflow")
+    assert pyproject_pin("tf-keras") == tf_version, "tf-keras N.M must match TensorFlow N.M"
+    assert "TF_KERAS_VERSION=${TF_VERSION}" in [
+        i.arguments for i in TRAINER["trainer"] if i.keyword == "ARG"
+    ]
+
+
+def test_the_variant_picks_tensorflows_gpu_or_cpu_image() -> None:
+    args = arg_defaults(TRAINER[""])
+    bases = {name: items[0].arguments for name, items in TRAINER.items() if name}
+
+    assert args["VARIANT"] == "gpu"
+    assert args["BASE_IMAGE"] == "base-${VARIANT}"
+    assert bases["base-gpu"] == "tensorflow/tensorflow:${TF_VERSION}-gpu AS base-gpu"
+    assert bases["base-cpu"] == "tensorflow/tensorflow:${TF_VERSION} AS base-cpu"
+    assert bases["trainer"] == "${BASE_IMAGE} AS trainer"
+
+
+def test_the_trainer_environment_is_the_contracts() -> None:
+    env = env_of(TRAINER["trainer"])
+
+    assert env[contract.ENV_LEGACY_KERAS] == contract.TRAINER_ENV[contract.ENV_LEGACY_KERAS]
+    assert env[contract.ENV_DATA] == "/opt/tflaunch/mnist.npz"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["HOME"] == "/tmp", "the root filesystem is read-only; /tmp is the emptyDir"
+
+
+def test_the_trainer_bakes_mnist_in_where_its_environment_points() -> None:
+    copies = [i.arguments for i in TRAINER["trainer"] if i.keyword == "COPY"]
+
+    assert "--from=mnist /build/mnist.npz /opt/tflaunch/mnist.npz" in copies
+    mnist_args = arg_defaults(TRAINER["mnist"])
+    assert mnist_args == {"MNIST_URL": MNIST_URL, "MNIST_SHA256": MNIST_SHA256}
+
+
+@pytest.mark.parametrize(("stages_", "entrypoint"), [(TRAINER, "trainer"), (OPERATOR, "operator")])
+def test_images_run_as_the_non_root_uid_the_pods_use(
+    stages_: dict[str, list[Instruction]], entrypoint: str
+) -> None:
+    final = stages_[entrypoint]
+
+    assert last(final, "USER") == f"{TRAINER_UID}:{TRAINER_UID}"
+    assert f"--uid {TRAINER_UID} --gid {TRAINER_UID}" in " ".join(
+        i.arguments for i in final if i.keyword == "RUN"
+    )
+    assert env_of(final)["HOME"] == "/tmp"
+
+
+def test_entrypoints() -> None:
+    assert json.loads(last(TRAINER["trainer"], "ENTRYPOINT")) == ["python", "-m", "trainer"]
+    assert json.loads(last(OPERATOR["operator"], "ENTRYPOINT")) == ["tflaunch", "operator"]
+
+
+def test_the_operator_image_installs_the_operator_extra_and_no_tensorflow() -> None:
+    built = " ".join(
+        i.arguments for i in instructions("docker/Dockerfile.operator") if i.keyword != "LABEL"
+    )
+
+    assert '"$1[operator]"' in built
+    assert "tensorflow" not in built.lower()
+    assert "[trainer]" not in built
+
+
+@pytest.mark.parametrize("dockerfile", ["docker/Dockerfile", "docker/Dockerfile.operator"])
+def test_images_carry_oci_labels(dockerfile: str) -> None:
+    labels = " ".join(i.arguments for i in instructions(dockerfile) if i.keyword == "LABEL")
+
+    for key in ("title", "description", "licenses", "version", "revision"):
+        assert f"org.opencontainers.image.{key}=" in labels
+
+
+def dockerignore_allows(path: str) -> bool:
+    """Whether the repository's .dockerignore lets PATH into the build context (its patterns
+    here are `*`, `!top-level-entry` and `**/generated`: enough to decide for them)."""
+    allowed = False
+    for raw in (REPO / ".dockerignore").read_text().splitlines():
+        pattern = raw.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        if pattern.startswith("**/"):
+            matches = any(fnmatch.fnmatchcase(part, pattern[3:]) for part in path.split("/"))
+        else:
+            matches = fnmatch.fnmatchcase(path.split("/")[0], pattern)
+        if matches:
+            allowed = negate
+    return allowed
+
+
+@pytest.mark.parametrize("dockerfile", ["docker/Dockerfile", "docker/Dockerfile.operator"])
+def test_the_build_context_holds_everything_the_dockerfiles_copy(dockerfile: str) -> None:
+    sources = []
+    for i in instructions(dockerfile):
+        words = i.arguments.split()
+        if i.keyword == "COPY" and not any(w.startswith("--from") for w in words):
+            sources += [w for w in words[:-1] if not w.startswith("--")]
+        if i.keyword == "RUN":
+            sources += re.findall(r"--mount=type=bind,source=([^,\s]+)", i.arguments)
+
+    assert sources
+    for source in sources:
+        assert (REPO / source).exists(), f"{dockerfile} copies {source}, which does not exist"
+        assert dockerignore_allows(source), f".dockerignore keeps {source} out of the context"
+
+
+@pytest.mark.parametrize(
+    "path", [".venv/bin/python", ".git/config", "data/mnist.npz", "launcher/__pycache__/x.pyc"]
+)
+def test_the_build_context_leaves_out_local_state(path: str) -> None:
+    assert not dockerignore_allows(path)
+
+
+# ---- docker/fetch-mnist.sh -----------------------------------------------------------------
+
+
+def run_fetch(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(REPO / "docker/fetch-mnist.sh"), *args],
+        env={**os.environ, "PYTHON": sys.executable, **env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def fake_mnist(tmp_path: Path) -> tuple[Path, str]:
+    source = tmp_path / "local" / "mnist.npz"
+    source.parent.mkdir()
+    source.write_bytes(b"not really mnist, but bytes with a digest")
+    return source, hashlib.sha256(source.read_bytes()).hexdigest()
+
+
+def test_fetch_mnist_defaults_to_the_known_file_and_digest() -> None:
+    script = (REPO / "docker/fetch-mnist.sh").read_text()
+
+    assert f"DEFAULT_URL={MNIST_URL}" in script
+    assert f"DEFAULT_SHA256={MNIST_SHA256}" in script
+
+
+def test_fetch_mnist_uses_a_local_copy_that_matches(
+    tmp_path: Path, fake_mnist: tuple[Path, str]
+) -> None:
+    source, digest = fake_mnist
+    dest = tmp_path / "out" / "mnist.npz"
+
+    result = run_fetch(
+        tmp_path, str(dest), str(source.parent), MNIST_SHA256=digest, MNIST_URL="http://0.0.0.0:9/"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert dest.read_bytes() == source.read_bytes()
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o444
+
+
+def test_fetch_mnist_downloads_from_the_url(tmp_path: Path, fake_mnist: tuple[Path, str]) -> None:
+    source, digest = fake_mnist
+    dest = tmp_path / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), MNIST_URL=source.as_uri(), MNIST_SHA256=digest)
+
+    assert result.returncode == 0, result.stderr
+    assert dest.read_bytes() == source.read_bytes()
+
+
+def test_fetch_mnist_refuses_a_file_with_another_digest(
+    tmp_path: Path, fake_mnist: tuple[Path, str]
+) -> None:
+    source, _ = fake_mnist
+    dest = tmp_path / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), str(source.parent))
+
+    assert result.returncode != 0
+    assert f"expected {MNIST_SHA256}" in result.stderr
+    assert not dest.exists()
+    assert not (tmp_path / "mnist.npz.partial").exists()
+
+
+# ---- docker/install-trainer.sh -------------------------------------------------------------
+
+
+def run_install(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(REPO / "docker/install-trainer.sh"), str(tmp_path)],
+        env={**os.environ, "PYTHON": sys.executable, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_install_trainer_refuses_a_base_with_another_tensorflow(tmp_path: Path) -> None:
+    result = run_install(tmp_path, VARIANT="cpu", TF_VERSION="0.0.0")
+
+    assert result.returncode != 0
+    assert "expected 0.0.0: change BASE_IMAGE and TF_VERSION together" in result.stderr
+
+
+def test_install_trainer_refuses_an_unknown_variant(tmp_path: Path) -> None:
+    result = run_install(tmp_path, VARIANT="tpu", TF_VERSION="2.21.0")
+
+    assert result.returncode != 0
+    assert "VARIANT must be gpu or cpu" in result.stderr
