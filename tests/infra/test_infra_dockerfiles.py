@@ -121,6 +121,14 @@ def test_the_trainer_environment_is_the_contracts() -> None:
     assert env["HOME"] == "/tmp", "the root filesystem is read-only; /tmp is the emptyDir"
 
 
+def test_the_data_path_is_where_the_trainer_looks_for_it() -> None:
+    trainer_data = (REPO / "trainer" / "data.py").read_text()
+    match = re.search(r'^IMAGE_DATA_PATH = "([^"]+)"', trainer_data, re.M)
+
+    assert match, "trainer/data.py no longer names IMAGE_DATA_PATH"
+    assert env_of(TRAINER["trainer"])[contract.ENV_DATA] == match[1]
+
+
 def test_the_trainer_bakes_mnist_in_where_its_environment_points() -> None:
     copies = [i.arguments for i in TRAINER["trainer"] if i.keyword == "COPY"]
 
