@@ -93,6 +93,7 @@ def program(config: TrainConfig, env_warning: str | None) -> int:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     if cluster.is_chief:
         train.publish_result(result, config.model_dir)
+    log.info("done")
     return contract.EXIT_OK
 
 

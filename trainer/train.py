@@ -234,7 +234,9 @@ def run(
     model_lib.require_tf_keras()
     tf.keras.utils.set_random_seed(config.seed)
     watchdog.arm("cluster start", config.rendezvous_timeout, contract.EXIT_RENDEZVOUS_TIMEOUT)
+    started = time.monotonic()
     strategy = make_strategy(plan.gpus_per_worker, config.collective_timeout)
+    log.info("strategy ready in %.1fs", time.monotonic() - started)
     watchdog.disarm()
     if strategy.num_replicas_in_sync != plan.replicas:
         raise ConfigError(
@@ -278,11 +280,16 @@ def run(
         raise _transient("training", e) from None
     try:
         watchdog.arm("evaluation", config.collective_timeout)
+        started = time.monotonic()
         scores = model.evaluate(
             test, steps=plan.eval_steps, callbacks=callbacks[:1], return_dict=True, verbose=0
         )
         watchdog.arm("export", config.collective_timeout)
+        exported = time.monotonic()
         export_model(model, config.model_dir, cluster.is_chief)
+        log.info(
+            "evaluated in %.1fs, exported in %.1fs", exported - started, time.monotonic() - exported
+        )
     except TRANSIENT_TF_ERRORS as e:
         raise _transient("evaluation/export", e) from None
     watchdog.disarm()
