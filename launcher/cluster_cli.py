@@ -93,7 +93,12 @@ def _mark(outcome: str) -> str:
 
 # --- submit --------------------------------------------------------------------------------
 
-_API_GROUP = {"Job": "job.batch", "NetworkPolicy": "networkpolicy.networking.k8s.io"}
+_API_GROUP = {"job": "job.batch", "networkpolicy": "networkpolicy.networking.k8s.io"}
+"""kubectl's spelling of an object kind in `kind/name` (lower case, with its API group)."""
+
+
+def _kind(kind: str) -> str:
+    return _API_GROUP.get(kind.lower(), kind.lower())
 
 
 @click.command("submit")
@@ -143,9 +148,7 @@ def submit_command(
     applied = cluster.apply_job(objects, replace=replace, dry_run=dry_run, program=program)
     suffix = " (dry run)" if dry_run else ""
     for item in applied:
-        kind = _API_GROUP.get(item.kind, item.kind.lower())
-        action = "replaced" if replace and not dry_run else item.action
-        click.echo(f"{kind}/{item.name} {action}{suffix}")
+        click.echo(f"{_kind(item.kind)}/{item.name} {item.action}{suffix}")
     if dry_run:
         return ExitStatus.SUCCESS
     if all(item.action == "unchanged" for item in applied) and not replace:
@@ -377,6 +380,10 @@ def _wait(
                 progress.say(f"job {name} succeeded in {status.duration(elapsed)}")
                 return ExitStatus.SUCCESS
             if summary.state == "Failed":
+                # The Pod watch may lag the Job's: read the pods once more for the culprit.
+                final = cluster.job_objects(name, namespace)
+                jobs = final.jobs or objects.jobs
+                summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
                 raise JobFailed(status.failure_message(summary))
             if timeout is not None and elapsed > timeout:
                 raise WaitTimeout(
@@ -421,7 +428,7 @@ def delete_command(
         return
     for item in deleted:
         kind, _, obj_name = item.partition("/")
-        click.echo(f"{_API_GROUP.get(kind.title(), kind)}/{obj_name} deleted")
+        click.echo(f"{_kind(kind)}/{obj_name} deleted")
 
 
 # --- list ----------------------------------------------------------------------------------

@@ -204,7 +204,7 @@ class Applied:
 
     kind: str
     name: str
-    action: Literal["created", "configured", "unchanged"]
+    action: Literal["created", "configured", "unchanged", "replaced"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -602,6 +602,7 @@ class Cluster:
             program: how the user calls tflaunch, for the hints in messages.
         """
         objects = [copy.deepcopy(o) for o in objects]
+        replaced: set[tuple[str, str]] = set()
         job_name, namespace = _job_identity(objects)
         owner_name = _owner_name(objects, job_name)
         existing = {
@@ -617,8 +618,12 @@ class Cluster:
                     self.apply(obj, dry_run=True)
                 else:
                     self.create_dry_run(_for_create(obj))
+            replaced = {key for key, obj in existing.items() if obj is not None}
             if dry_run:
-                return [Applied(o["kind"], o["metadata"]["name"], "created") for o in objects]
+                return [
+                    Applied(*_key(o), "replaced" if _key(o) in replaced else "created")
+                    for o in objects
+                ]
             self.delete_job(job_name, namespace, wait=True)
             existing = dict.fromkeys(existing)
         owner = existing.get(("Job", owner_name))
@@ -636,6 +641,8 @@ class Cluster:
                 result = self.apply(obj)
                 if obj["kind"] == "Job" and obj["metadata"]["name"] == owner_name:
                     owner = result
+            if replace and _key(obj) in replaced:
+                action = "replaced"
             applied.append(Applied(obj["kind"], obj["metadata"]["name"], action))
         if owner is not None:
             for obj in objects:
@@ -665,8 +672,8 @@ class Cluster:
         existing: dict[tuple[str, str], Obj | None],
         job: str,
         program: str,
-    ) -> list[Literal["created", "configured", "unchanged"]]:
-        actions: list[Literal["created", "configured", "unchanged"]] = []
+    ) -> list[Literal["created", "configured", "unchanged", "replaced"]]:
+        actions: list[Literal["created", "configured", "unchanged", "replaced"]] = []
         changed_jobs: list[str] = []
         for obj in objects:
             current = existing[_key(obj)]

@@ -292,12 +292,13 @@ def parse_time(text: str | None) -> datetime.datetime | None:
     value = text.replace("Z", "+00:00")
     head, dot, rest = value.partition(".")
     if dot:  # Python 3.10 takes at most 6 fractional digits
-        digits = "".join(c for c in rest if c.isdigit())
-        value = f"{head}.{digits[:6]}{rest[len(digits) :]}"
+        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
+        value = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
     try:
-        return datetime.datetime.fromisoformat(value)
+        parsed = datetime.datetime.fromisoformat(value)
     except ValueError:
         return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def created_at(obj: Obj) -> datetime.datetime | None:

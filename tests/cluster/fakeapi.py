@@ -119,6 +119,8 @@ class FakeKubernetes:
         self.namespaces: set[str] | None = None
         """When set, only these namespaces exist; others give 404 like the real server."""
         self.stopping = False
+        self.epoch = 0
+        """Bumped by `restart()`: watches opened in an older epoch end."""
         self.url = ""
         self._server: http.server.ThreadingHTTPServer | None = None
 
@@ -180,6 +182,14 @@ class FakeKubernetes:
         with self.lock:
             self.oldest_version = self.last_version + 1
             self.events.clear()
+
+    def restart(self) -> None:
+        """End every open watch (as an API server restart does) and forget the history, so
+        watchers resuming from their last resourceVersion get 410 Gone and must list again."""
+        with self.lock:
+            self.compact()
+            self.epoch += 1
+            self.lock.notify_all()
 
     def fail(
         self,
@@ -423,6 +433,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         since = int(query.get("resourceVersion") or 0)
         self._start_stream("application/json")
         with api.lock:
+            epoch = api.epoch
             if since and since < api.oldest_version:
                 gone = status(410, "Expired", f"too old resource version: {since}")
                 self._chunk(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
@@ -446,10 +457,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         and k == resource.kind
                         and (ns is None or o["metadata"].get("namespace") == ns)
                     ]
-                    if fresh or api.stopping or time.monotonic() > deadline:
+                    ended = api.stopping or api.epoch != epoch or time.monotonic() > deadline
+                    if api.epoch != epoch:
+                        fresh = []  # restarted: this stream's events are lost
+                    if fresh or ended:
                         break
                     api.lock.wait(timeout=0.05)
-                if not fresh and (api.stopping or time.monotonic() > deadline):
+                if not fresh and ended:
                     break
                 cursor = max(v for v, _, _ in fresh)
                 pending = [f for f in fresh if selector(f[2]["metadata"].get("labels") or {})]

@@ -1,0 +1,127 @@
+"""`tflaunch logs`: every worker's lines, prefixed by its index; following restarts too."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from launcher import k8s
+from tests.cluster.conftest import Result, job_objects
+from tests.cluster.fakeapi import FakeKubernetes
+from tests.cluster.objects import pod_for, with_condition
+
+Tflaunch = Callable[..., Result]
+
+
+@pytest.fixture
+def job(cluster: k8s.Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+    cluster.apply_job(job_objects())
+    stored = fake.get("Job", "mnist-worker")
+    assert stored is not None
+    return stored
+
+
+def test_logs_of_all_workers_are_interleaved_by_time_with_a_prefix_each(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    fake.log("mnist-worker-0-a0", "chief: epoch 1", at="2024-05-01T10:00:01.000000000Z")
+    fake.log("mnist-worker-1-a0", "worker: epoch 1", at="2024-05-01T10:00:02.000000000Z")
+    fake.log("mnist-worker-0-a0", "chief: epoch 2", at="2024-05-01T10:00:03.000000000Z")
+
+    result = tflaunch("logs", "mnist")
+
+    assert result.code == 0
+    assert result.out.splitlines() == [
+        "[worker 0] chief: epoch 1",
+        "[worker 1] worker: epoch 1",
+        "[worker 0] chief: epoch 2",
+    ]
+
+
+def test_one_workers_logs_with_since(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    fake.log("mnist-worker-0-a0", "zero")
+    fake.log("mnist-worker-1-a0", "one")
+
+    result = tflaunch("logs", "mnist", "--worker", "1", "--since", "5m")
+
+    assert result.out.splitlines() == ["[worker 1] one"]
+    (request,) = [r for r in fake.requests if r.path.endswith("/log")]
+    assert request.query["sinceSeconds"] == "300"
+    assert request.query["container"] == "trainer"
+
+
+def test_a_pod_that_has_not_started_has_no_log_yet(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 0, phase="Pending", unschedulable="0/1 nodes are available"))
+
+    result = tflaunch("logs", "mnist")
+
+    assert (result.code, result.out) == (0, "")
+
+
+def test_following_streams_new_lines_and_the_new_pod_after_a_restart(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 0))
+    fake.log("mnist-worker-0-a0", "first attempt")
+    steps = threading.Event()
+
+    def cluster_side() -> None:
+        steps.wait(5)
+        fake.log("mnist-worker-0-a0", "peer died")
+        fake.put(pod_for(job, 0, phase="Failed", exit_code=1))
+        fake.end_log("mnist-worker-0-a0")
+        fake.put(pod_for(job, 0, attempt=1, age=1))
+        fake.log("mnist-worker-0-a1", "second attempt", "done")
+        fake.end_log("mnist-worker-0-a1")
+        fake.put(with_condition(job, "Complete"))
+
+    thread = threading.Thread(target=cluster_side)
+    thread.start()
+    threading.Timer(0.3, steps.set).start()
+
+    result = tflaunch("logs", "mnist", "-f")
+    thread.join()
+
+    assert result.code == 0
+    assert result.out.splitlines() == [
+        "[worker 0] first attempt",
+        "[worker 0] peer died",
+        "[worker 0] second attempt",
+        "[worker 0] done",
+    ]
+    assert "[worker 0] --- restart 1: following pod mnist-worker-0-a1 ---" in result.err
+
+
+def test_following_a_finished_job_prints_its_logs_and_ends(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(with_condition(job, "Complete"))
+    for i in range(2):
+        fake.put(pod_for(job, i, phase="Succeeded", exit_code=0))
+        fake.log(f"mnist-worker-{i}-a0", f"worker {i} finished")
+        fake.end_log(f"mnist-worker-{i}-a0")
+
+    result = tflaunch("logs", "mnist", "--follow")
+
+    assert sorted(result.out.splitlines()) == [
+        "[worker 0] worker 0 finished",
+        "[worker 1] worker 1 finished",
+    ]
+
+
+def test_logs_of_a_missing_job_are_not_found(tflaunch: Tflaunch) -> None:
+    result = tflaunch("logs", "ghost")
+
+    assert result.code == 1
+    assert "job ghost not found in namespace default" in result.err

@@ -1,0 +1,224 @@
+"""`tflaunch wait`: watches (no polling) until success (0), failure (3) or timeout (4)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from launcher import k8s
+from launcher.errors import ExitStatus
+from tests.cluster.conftest import Result, job_objects
+from tests.cluster.fakeapi import FakeKubernetes
+from tests.cluster.objects import pod_for, with_condition
+
+Tflaunch = Callable[..., Result]
+Later = Callable[[float, Callable[[], Any]], None]
+UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+
+
+@pytest.fixture
+def later() -> Iterator[Later]:
+    """Run a change in the cluster after a delay, while `wait` watches."""
+    timers: list[threading.Timer] = []
+
+    def schedule(delay: float, change: Callable[[], Any]) -> None:
+        timer = threading.Timer(delay, change)
+        timer.start()
+        timers.append(timer)
+
+    yield schedule
+    for timer in timers:
+        timer.cancel()
+        timer.join()
+
+
+@pytest.fixture
+def running(cluster: k8s.Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+    """mnist submitted, both workers running; returns its Job."""
+    cluster.apply_job(job_objects())
+    job = fake.get("Job", "mnist-worker")
+    assert job is not None
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    return job
+
+
+def lists(fake: FakeKubernetes, plural: str) -> int:
+    return sum(
+        1
+        for r in fake.requests
+        if r.method == "GET" and r.path.endswith(f"/{plural}") and "watch" not in r.query
+    )
+
+
+def test_waiting_ends_with_0_when_the_job_completes(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    def complete() -> None:
+        fake.put(pod_for(running, 0, phase="Succeeded", exit_code=0))
+        fake.put(pod_for(running, 1, phase="Succeeded", exit_code=0))
+        fake.put(with_condition(running, "Complete"))
+
+    later(0.3, complete)
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == ExitStatus.SUCCESS
+    assert "mnist: running, 2/2 workers running, no restarts" in result.err
+    assert result.err.splitlines()[-1].startswith("job mnist succeeded in ")
+
+
+def test_waiting_watches_instead_of_polling(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    later(1.5, lambda: fake.put(with_condition(running, "Complete")))
+
+    assert tflaunch("wait", "mnist", "--timeout", "10").code == 0
+
+    assert (lists(fake, "jobs"), lists(fake, "pods")) == (1, 1)
+    watches = [r for r in fake.requests if r.query.get("watch") == "true"]
+    assert {r.path.rpartition("/")[2] for r in watches} == {"jobs", "pods"}
+    assert all(r.query.get("resourceVersion") for r in watches)
+
+
+def test_waiting_ends_with_3_naming_the_worker_that_failed_for_good(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    message = "Container trainer for pod default/mnist-worker-1-a0 failed with exit code 78"
+
+    def fail() -> None:
+        fake.put(pod_for(running, 1, phase="Failed", exit_code=78))
+        fake.put(with_condition(running, "Failed", "PodFailurePolicy", message))
+
+    later(0.3, fail)
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == ExitStatus.JOB_FAILED
+    assert result.err.splitlines()[-1] == (
+        f"tflaunch: error: job mnist failed: Failed: PodFailurePolicy: {message}; "
+        "worker 1 (pod mnist-worker-1-a0) failed: config error (exit 78)"
+    )
+
+
+def test_waiting_ends_with_4_after_the_timeout_and_says_the_job_keeps_running(
+    tflaunch: Tflaunch, running: dict[str, Any]
+) -> None:
+    started = time.monotonic()
+
+    result = tflaunch("wait", "mnist", "--timeout", "0.5")
+
+    assert result.code == ExitStatus.TIMEOUT
+    assert time.monotonic() - started < 5
+    line = result.err.splitlines()[-1]
+    assert line.startswith("tflaunch: error: job mnist did not finish within 0s (mnist: running")
+    assert line.endswith("it keeps running: tflaunch status mnist -n default")
+
+
+def test_workers_pending_too_long_get_a_warning_about_gpus_and_gang_scheduling(
+    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes
+) -> None:
+    cluster.apply_job(job_objects())
+    job = fake.get("Job", "mnist-worker")
+    fake.put(pod_for(job, 0, age=300))
+    fake.put(pod_for(job, 1, phase="Pending", unschedulable=UNSCHEDULABLE, age=300))
+
+    result = tflaunch("wait", "mnist", "--timeout", "0.5", "--pending-warning", "120")
+
+    assert result.code == ExitStatus.TIMEOUT
+    (warning,) = [line for line in result.err.splitlines() if line.startswith("warning:")]
+    assert warning.startswith(
+        f"warning: worker 1 pending for more than 2m (Unschedulable: {UNSCHEDULABLE}). "
+        "MultiWorkerMirroredStrategy cannot start until all 2 workers are scheduled"
+    )
+    assert "GPUs are short" in warning
+    assert "gang scheduling" in warning
+    assert "Kueue" in warning
+
+
+def test_a_restarted_worker_is_reported_while_waiting(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    def restart() -> None:
+        fake.put(pod_for(running, 0, phase="Failed", exit_code=1, age=60))
+        fake.put(pod_for(running, 0, attempt=1, age=1))
+
+    later(0.2, restart)
+    later(0.6, lambda: fake.put(with_condition(running, "Complete")))
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == 0
+    assert "mnist: worker 0 restarted (1 so far)" in result.err
+    assert "restarts: worker 0 x1" in result.err
+
+
+def test_per_worker_jobs_succeed_when_all_complete(
+    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes, later: Later
+) -> None:
+    cluster.apply_job(job_objects(spec__layout="per-worker"))
+    jobs = [fake.get("Job", f"mnist-worker-{i}") for i in range(2)]
+    later(0.2, lambda: fake.put(with_condition(jobs[0], "Complete")))
+    later(0.8, lambda: fake.put(with_condition(jobs[1], "Complete")))
+    started = time.monotonic()
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == 0
+    assert time.monotonic() - started >= 0.8
+
+
+def test_per_worker_jobs_fail_when_one_fails(
+    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes, later: Later
+) -> None:
+    cluster.apply_job(job_objects(spec__layout="per-worker"))
+    job = fake.get("Job", "mnist-worker-1")
+    later(0.2, lambda: fake.put(with_condition(job, "Failed", "BackoffLimitExceeded", "limit")))
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == ExitStatus.JOB_FAILED
+    assert "Failed (Job mnist-worker-1): BackoffLimitExceeded: limit" in result.err
+
+
+def test_an_expired_watch_lists_again_and_still_sees_the_outcome(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    def restart_then_complete() -> None:
+        fake.restart()  # ends the watches; resuming from their version gets 410 Gone
+        fake.put(with_condition(running, "Complete"))
+
+    later(0.3, restart_then_complete)
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == 0
+    assert lists(fake, "jobs") >= 2
+
+
+def test_waiting_for_a_job_that_does_not_exist_is_not_found(tflaunch: Tflaunch) -> None:
+    result = tflaunch("wait", "ghost", "--timeout", "5")
+
+    assert result.code == ExitStatus.ERROR
+    assert "job ghost not found in namespace default" in result.err
+
+
+def test_submit_with_wait_applies_then_waits(
+    tflaunch: Tflaunch, fake: FakeKubernetes, later: Later
+) -> None:
+    def complete() -> None:
+        job = fake.get("Job", "mnist-worker")
+        if job is not None:
+            fake.put(with_condition(job, "Complete"))
+
+    later(0.5, complete)
+
+    result = tflaunch("submit", "--wait", "--timeout", "10")
+
+    assert result.code == 0
+    assert "job.batch/mnist-worker created" in result.out
+    assert "job mnist succeeded" in result.err
