@@ -204,3 +204,4 @@ def main() -> None:
 
 
 __import__("launcher.cluster_cli").cluster_cli.register(cli)  # submit, status, logs, wait...
+__import__("launcher.operator_cli").operator_cli.register(cli)  # operator (the kopf extra)

@@ -25,7 +25,8 @@ import yaml
 
 from launcher import spec
 
-GROUP, VERSION = spec.API_VERSION.split("/")
+API_VERSION, KIND = spec.API_VERSION, spec.KIND
+GROUP, VERSION = API_VERSION.split("/")
 PLURAL = "multiworkerjobs"
 SINGULAR = "multiworkerjob"
 SHORT_NAMES = ("mwj",)

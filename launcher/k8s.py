@@ -35,7 +35,7 @@ from kubernetes import client
 from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
-from launcher import labels, names
+from launcher import crd, labels, names
 from launcher.errors import (
     ClusterError,
     ClusterUnreachable,
@@ -1180,3 +1180,99 @@ def _container_started(pod: Obj) -> bool:
         ):
             return True
     return False
+
+
+# --- operator ------------------------------------------------------------------------------
+# What `launcher.operator` needs beyond the methods above: the MultiWorkerJob custom resource
+# (read, status subresource, delete), plain creates, merge patches and a log tail. Same rules:
+# plain dicts in and out, every failure a launcher error.
+
+MULTIWORKERJOB = Kind(
+    crd.KIND, crd.API_VERSION, crd.PLURAL, client.CustomObjectsApi, "custom_object"
+)
+"""Not in KINDS: custom resources are served by CustomObjectsApi's generic methods."""
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _custom_objects(cluster: Cluster) -> Any:
+    return cluster._api(MULTIWORKERJOB)
+
+
+def get_multiworkerjob(cluster: Cluster, name: str, namespace: str) -> Obj | None:
+    """A MultiWorkerJob, or None when it does not exist (any more)."""
+    try:
+        with cluster._errors("get", MULTIWORKERJOB, namespace, name):
+            return _json(
+                _custom_objects(cluster).get_namespaced_custom_object(
+                    crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name, **_plain_call()
+                )
+            )
+    except NotFound:
+        return None
+
+
+def patch_multiworkerjob_status(cluster: Cluster, name: str, namespace: str, status: Obj) -> Obj:
+    """Merge-patch the status subresource (a null removes a field)."""
+    with cluster._errors(
+        "patch", MULTIWORKERJOB, namespace, name, resource="multiworkerjobs/status"
+    ):
+        return _json(
+            _custom_objects(cluster).patch_namespaced_custom_object_status(
+                crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name, {"status": status},
+                _content_type=MERGE_PATCH, **_plain_call(),
+            )
+        )  # fmt: skip
+
+
+def delete_multiworkerjob(cluster: Cluster, name: str, namespace: str) -> bool:
+    """Delete a MultiWorkerJob (its children follow by garbage collection); False if gone."""
+    try:
+        with cluster._errors("delete", MULTIWORKERJOB, namespace, name):
+            _custom_objects(cluster).delete_namespaced_custom_object(
+                crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name,
+                propagation_policy="Background", **_plain_call(),
+            ).release_conn()  # fmt: skip
+    except NotFound:
+        return False
+    return True
+
+
+def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
+    """Create one object as given (owner references included); None when the name is taken."""
+    k = kind_of(obj["kind"])
+    ns = cluster._ns(obj["metadata"].get("namespace"))
+    args = (ns, obj) if k.namespaced else (obj,)
+    try:
+        with cluster._errors("create", k, ns, obj["metadata"]["name"]):
+            return _json(
+                cluster._method(k, "create")(*args, field_manager=FIELD_MANAGER, **_plain_call())
+            )
+    except Conflict:
+        return None
+
+
+def merge_patch(cluster: Cluster, kind: str, name: str, namespace: str, patch: Obj) -> Obj:
+    """JSON merge patch (RFC 7386) of one object, e.g. a Job's spec.suspend."""
+    k = kind_of(kind)
+    with cluster._errors("patch", k, namespace, name):
+        return _json(
+            cluster._method(k, "patch")(
+                name, namespace, patch, _content_type=MERGE_PATCH, **_plain_call()
+            )
+        )
+
+
+def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str | None:
+    """The last `lines` lines of a pod's trainer log; None when the pod is gone."""
+    k = KINDS["Pod"]
+    try:
+        with cluster._errors("get", k, namespace, name, resource="pods/log"):
+            response = cluster._api(k).read_namespaced_pod_log(
+                name, namespace, container=CONTAINER, tail_lines=lines, **_plain_call()
+            )
+            try:
+                return bytes(response.data or b"").decode("utf-8", errors="replace")
+            finally:
+                response.release_conn()
+    except NotFound:
+        return None

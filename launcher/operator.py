@@ -1,0 +1,249 @@
+"""The operator edge: kopf tells us what changed, `reconcile.decide()` says what to do.
+
+kopf only watches and calls us; every decision is in the pure `launcher.reconcile`, and
+every Kubernetes call goes through `launcher.k8s`. One reconcile reads the MultiWorkerJob
+and its Jobs and pods afresh, decides, writes the status, then acts, so it does not matter
+which event caused it, or how many: the handlers only say "look at this MultiWorkerJob".
+
+* Events: the MultiWorkerJob itself, and the Jobs it owns (a pod's failure, readiness and
+  completion all show on its Job's status). No pod watch, no timers: a plan's
+  `requeue_after` (TTL, a deletion that takes a while) schedules the next look.
+* One reconcile per MultiWorkerJob at a time; events that arrive meanwhile are folded into
+  one more run. No finalizers and no kopf state on the resource: `kubectl delete mwj`
+  works with the operator stopped, and the garbage collector removes the children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import kopf
+
+from launcher import crd, k8s, labels, reconcile
+from launcher.errors import TflaunchError
+from launcher.k8s import Cluster
+
+logger = logging.getLogger("tflaunch.operator")
+
+ERROR_RETRY_SECONDS = 15.0
+"""When the API failed during a reconcile, try again after this long."""
+
+Emit = Callable[[Mapping[str, Any], reconcile.Event], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one reconcile saw and did."""
+
+    resource: dict[str, Any] | None
+    """The MultiWorkerJob as read; None when it is gone."""
+    plan: reconcile.Plan
+
+
+def reconcile_once(
+    cluster: Cluster, namespace: str, name: str, now: datetime.datetime | None = None
+) -> Outcome:
+    """Observe one MultiWorkerJob and its children, decide, and carry the plan out.
+
+    Raises:
+        ClusterError: the API failed; nothing after the failed call was done, and running
+            again later picks up from what the cluster then shows.
+    """
+    resource = k8s.get_multiworkerjob(cluster, name, namespace)
+    if resource is None:
+        return Outcome(None, reconcile.Plan())
+    selector = labels.job_selector_string(name)
+    observed = reconcile.Observed(
+        resource=resource,
+        jobs=cluster.list_objects("Job", namespace, selector),
+        pods=cluster.list_objects("Pod", namespace, selector),
+        now=now or datetime.datetime.now(datetime.timezone.utc),
+    )
+    chief = reconcile.chief_log_wanted(observed)
+    if chief is not None:
+        log = k8s.pod_log_tail(cluster, chief, namespace, reconcile.LOG_TAIL_LINES)
+        observed = dataclasses.replace(observed, chief_log=log)
+    plan = reconcile.decide(observed)
+    execute(cluster, resource, plan)
+    return Outcome(resource, plan)
+
+
+def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan) -> None:
+    """Carry a plan out: status first, so that a crash half-way is picked up from it."""
+    meta = resource["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    if plan.status is not None:
+        k8s.patch_multiworkerjob_status(
+            cluster, name, namespace, status_patch(resource, plan.status)
+        )
+    for job in plan.delete_jobs:
+        cluster.delete("Job", job, namespace, propagation="Foreground")
+    for job, patch in plan.patch_jobs:
+        k8s.merge_patch(cluster, "Job", job, namespace, patch)
+    for obj in plan.create:
+        k8s.create_object(cluster, obj)  # None: it exists already, which is what we want
+    if plan.delete_resource:
+        k8s.delete_multiworkerjob(cluster, name, namespace)
+
+
+def status_patch(resource: Mapping[str, Any], status: crd.Status) -> dict[str, Any]:
+    """A merge patch that makes the status exactly `status` (nulls remove stale fields)."""
+    new = crd.document_of(status)
+    old = resource.get("status") or {}
+    return {**{key: None for key in old if key not in new}, **new}
+
+
+class Controller:
+    """Runs reconciles on kopf's event loop: one at a time per resource, coalesced, requeued.
+
+    Args:
+        cluster: the API, through `launcher.k8s`.
+        emit: posts an event on the resource (kopf.event in the operator; a list in tests).
+    """
+
+    def __init__(self, cluster: Cluster, emit: Emit) -> None:
+        self.cluster = cluster
+        self.emit = emit
+        self._running: set[tuple[str, str]] = set()
+        self._dirty: set[tuple[str, str]] = set()
+        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def trigger(self, namespace: str, name: str) -> None:
+        """Reconcile this MultiWorkerJob now, or once more after the running reconcile."""
+        key = (namespace, name)
+        if key in self._running:
+            self._dirty.add(key)
+            return
+        self._running.add(key)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        delay: float | None = None
+        try:
+            while True:
+                self._dirty.discard(key)
+                delay = await self._reconcile(namespace, name)
+                if key not in self._dirty:
+                    break
+        finally:
+            self._running.discard(key)
+        if delay is not None:
+            self._timers[key] = asyncio.get_running_loop().call_later(
+                delay, self._requeue, namespace, name
+            )
+
+    def _requeue(self, namespace: str, name: str) -> None:
+        self._timers.pop((namespace, name), None)
+        task = asyncio.ensure_future(self.trigger(namespace, name))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reconcile(self, namespace: str, name: str) -> float | None:
+        """One reconcile in a worker thread (the Kubernetes client blocks); the next delay."""
+        try:
+            outcome = await asyncio.to_thread(reconcile_once, self.cluster, namespace, name)
+        except TflaunchError as error:
+            logger.warning("%s/%s: %s; retrying in %.0fs", namespace, name, error,
+                           ERROR_RETRY_SECONDS)  # fmt: skip
+            return ERROR_RETRY_SECONDS
+        except Exception:  # a bug must not stop the operator for every other job
+            logger.exception("%s/%s: reconcile failed; retrying", namespace, name)
+            return ERROR_RETRY_SECONDS
+        if outcome.resource is not None:
+            for event in outcome.plan.events:
+                self.emit(outcome.resource, event)
+        return outcome.plan.requeue_after
+
+    def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in self._tasks:
+            task.cancel()
+
+
+def owner_of(body: Mapping[str, Any]) -> str | None:
+    """The MultiWorkerJob that controls a Job, by its ownerReference."""
+    for reference in (body.get("metadata") or {}).get("ownerReferences") or ():
+        if reference.get("kind") == crd.KIND and reference.get("apiVersion") == crd.API_VERSION:
+            return str(reference.get("name"))
+    return None
+
+
+def kopf_event(resource: Mapping[str, Any], event: reconcile.Event) -> None:
+    """Post an event on the MultiWorkerJob through kopf's event poster."""
+    kopf.event(
+        kopf.Body(cast(Any, resource)), type=event.type, reason=event.reason, message=event.message
+    )
+
+
+def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
+    """kopf's credentials, from the same client configuration as `launcher.k8s` (so that
+    --kubeconfig/--context, or the pod's service account, hold for the watches too)."""
+    configuration: Any = cluster.api_client.configuration
+    if configuration.refresh_api_key_hook is not None:  # e.g. a rotated service account token
+        configuration.refresh_api_key_hook(configuration)
+    scheme, _, token = (configuration.get_api_key_with_prefix("authorization") or "").partition(" ")
+    return kopf.ConnectionInfo(
+        server=str(configuration.host),
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        default_namespace=cluster.namespace,
+    )
+
+
+# --- kopf handlers --------------------------------------------------------------------------
+
+registry = kopf.OperatorRegistry()
+"""Only these handlers; `tflaunch operator` runs kopf with this registry."""
+
+
+@kopf.on.login(registry=registry)
+def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    return connection_info(memo.controller.cluster)
+
+
+@kopf.on.startup(registry=registry)
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Least privilege: do not list CRDs and namespaces to discover resources at runtime.
+    settings.scanning.disabled = True
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+
+
+@kopf.on.event(crd.GROUP, crd.VERSION, crd.PLURAL, registry=registry)
+async def multiworkerjob_changed(
+    namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+) -> None:
+    if namespace:  # always, for a namespaced resource
+        await memo.controller.trigger(namespace, name)
+
+
+@kopf.on.event(
+    "batch", "v1", "jobs",
+    labels={labels.MANAGED_BY: labels.MANAGED_BY_VALUE},
+    when=lambda body, **_: owner_of(body) is not None,
+    registry=registry,
+)  # fmt: skip
+async def job_changed(body: kopf.Body, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    owner = owner_of(body)
+    if owner is not None and namespace:
+        await memo.controller.trigger(namespace, owner)
+
+
+@kopf.on.cleanup(registry=registry)
+def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.stop()

@@ -1,0 +1,101 @@
+"""`tflaunch operator`: run the MultiWorkerJob controller (kopf) in the foreground.
+
+kopf is the optional `operator` extra, imported only when this command runs, so that the
+rest of the CLI works without it and says how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from launcher.errors import ExitStatus, TflaunchError
+from launcher.options import cluster_options
+
+DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
+
+
+class KopfMissing(TflaunchError):
+    """The operator extra is not installed."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+
+def register(group: click.Group) -> None:
+    """Add the `operator` command to the `tflaunch` click group."""
+    group.add_command(operator_command)
+
+
+@click.command("operator")
+@click.option(
+    "-n",
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    metavar="NAMESPACE",
+    help="Serve MultiWorkerJobs in this namespace (repeatable); default: the context's.",
+)
+@click.option(
+    "-A", "--all-namespaces", is_flag=True, help="Serve MultiWorkerJobs in every namespace."
+)
+@click.option(
+    "--liveness",
+    default=DEFAULT_LIVENESS,
+    show_default=True,
+    metavar="URL",
+    help="Serve kopf's health endpoint here (for the Deployment's livenessProbe); '' for none.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log every handler call (kopf debug).")
+@cluster_options
+def operator_command(
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    liveness: str,
+    verbose: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> None:
+    """Run the operator: `kubectl apply -f` a MultiWorkerJob and it runs as a job.
+
+    Creates each MultiWorkerJob's Service, NetworkPolicy and Jobs (the same objects as
+    `tflaunch render`), restarts the whole worker group when a worker fails, and keeps the
+    resource's status and events current. Needs the CRD (manifests/operator/crd.yaml).
+
+    \b
+    Example:
+      tflaunch operator --all-namespaces
+    """
+    if namespaces and all_namespaces:
+        raise click.UsageError("--namespace and --all-namespaces exclude each other")
+    try:
+        import kopf
+
+        from launcher import operator
+    except ImportError:
+        raise KopfMissing(
+            "the operator needs kopf, which is not installed: pip install 'tflaunch[operator]'"
+        ) from None
+    from launcher import k8s
+
+    cluster = k8s.connect(kubeconfig, kube_context)
+    served = list(namespaces) or ([] if all_namespaces else [cluster.namespace])
+    _logging(verbose)
+    controller = operator.Controller(cluster, operator.kopf_event)
+    kwargs: dict[str, Any] = {"clusterwide": True} if all_namespaces else {"namespaces": served}
+    kopf.run(
+        registry=operator.registry,
+        standalone=True,  # one replica (Recreate): no peering objects, no RBAC for them
+        liveness_endpoint=liveness or None,
+        memo=kopf.Memo(controller=controller),
+        **kwargs,
+    )
+
+
+def _logging(verbose: bool) -> None:
+    import logging
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
