@@ -349,7 +349,7 @@ def _wait(
     restarts: dict[int, int] = {}
     seen = False
     try:
-        for objects in cluster.watch_job(name, namespace):
+        for objects in cluster.watch_job(name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
             if not objects.jobs:
                 if seen:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import urllib3
+import yaml
 from kubernetes import client
 from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
@@ -45,6 +46,7 @@ from launcher.errors import (
     NotFound,
     SpecChanged,
     SpecError,
+    WaitTimeout,
 )
 
 Obj = dict[str, Any]
@@ -135,32 +137,31 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluste
         SpecError: the kubeconfig or the context cannot be used (names the flag and the fix).
     """
     configuration = client.Configuration()
-    default_file = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    config_file = kubeconfig or default_file.split(os.pathsep)[0]
-    in_cluster = "KUBERNETES_SERVICE_HOST" in os.environ
-    if kubeconfig is None and context is None and in_cluster and not Path(config_file).exists():
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    found = any(Path(p).expanduser().exists() for p in paths.split(os.pathsep) if p)
+    if kubeconfig is None and context is None and not found and _in_cluster():
         try:
             config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException as error:
             raise SpecError("--kubeconfig", f"in-cluster configuration failed: {error}") from None
         namespace = _read_text(_SA_DIR / "namespace") or "default"
     else:
-        flag = "--context" if context else "--kubeconfig"
-        if not Path(config_file).exists():
+        if not found:
             raise SpecError(
                 "--kubeconfig",
-                f"no kubeconfig at {config_file}; pass --kubeconfig PATH, set KUBECONFIG, "
+                f"no kubeconfig at {paths}; pass --kubeconfig PATH, set KUBECONFIG, "
                 "or create one (e.g. kind create cluster)",
             )
-        try:
+        try:  # config_file None: $KUBECONFIG (several files merged, as kubectl does)
             config.load_kube_config(
-                config_file=config_file,
+                config_file=kubeconfig,
                 context=context,
                 client_configuration=configuration,
                 persist_config=False,
             )
-            contexts, current = config.list_kube_config_contexts(config_file=config_file)
-        except config.ConfigException as error:
+            contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        except (config.ConfigException, yaml.YAMLError, OSError, ValueError) as error:
+            flag = "--context" if context else "--kubeconfig"
             hint = "see kubectl config get-contexts" if context else "check the file"
             raise SpecError(flag, f"{_one_line(str(error))}; {hint}") from None
         chosen = (
@@ -169,6 +170,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluste
         namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     configuration.retries = 1  # say "unreachable" in seconds, not after urllib3's backoff
     return Cluster(client.ApiClient(configuration), namespace=namespace)
+
+
+def _in_cluster() -> bool:
+    return "KUBERNETES_SERVICE_HOST" in os.environ and (_SA_DIR / "token").exists()
 
 
 def _read_text(path: Path) -> str | None:
@@ -748,8 +753,6 @@ class Cluster:
 
     def wait_gone(self, name: str, namespace: str | None = None, *, timeout: float = 300) -> None:
         """Watch until no object of job `name` is left. Raises WaitTimeout."""
-        from launcher.errors import WaitTimeout
-
         ns = self._ns(namespace)
         selector = labels.job_selector_string(name)
         deadline = time.monotonic() + timeout

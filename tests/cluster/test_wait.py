@@ -75,7 +75,7 @@ def test_waiting_ends_with_0_when_the_job_completes(
 def test_waiting_watches_instead_of_polling(
     tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
 ) -> None:
-    later(1.5, lambda: fake.put(with_condition(running, "Complete")))
+    later(1.2, lambda: fake.put(with_condition(running, "Complete")))
 
     assert tflaunch("wait", "mnist", "--timeout", "10").code == 0
 
