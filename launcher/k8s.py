@@ -911,21 +911,24 @@ class Cluster:
             finally:
                 lines.put(pod)  # this pod's stream ended
 
+        def start(pods: Iterable[Obj]) -> Iterator[LogLine]:
+            for pod in _sorted_pods(pods):
+                pod_name = pod["metadata"]["name"]
+                index = _pod_index(pod)
+                if pod_name in streaming or not _container_started(pod):
+                    continue
+                if worker is not None and index != worker:
+                    continue
+                streaming.add(pod_name)
+                running.add(pod_name)
+                yield LogLine(index, pod_name, None)
+                threading.Thread(target=pump, args=(pod_name, index), daemon=True).start()
+
         try:
-            seen_job = False
+            seen_job = rechecked = False
             for objects in self.watch_job(name, namespace, tick=0.2):
                 seen_job = seen_job or bool(objects.jobs)
-                for pod in _sorted_pods(objects.pods):
-                    pod_name = pod["metadata"]["name"]
-                    index = _pod_index(pod)
-                    if pod_name in streaming or not _container_started(pod):
-                        continue
-                    if worker is not None and index != worker:
-                        continue
-                    streaming.add(pod_name)
-                    running.add(pod_name)
-                    yield LogLine(index, pod_name, None)
-                    threading.Thread(target=pump, args=(pod_name, index), daemon=True).start()
+                yield from start(objects.pods)
                 while True:
                     try:
                         item = lines.get_nowait()
@@ -940,7 +943,13 @@ class Cluster:
                 if not objects.jobs and not objects.pods and not seen_job:
                     raise NotFound(f"job {name} not found in namespace {namespace}")
                 if not running and (finished(objects) or (seen_job and not objects.jobs)):
-                    return
+                    if rechecked:
+                        return
+                    # The Pod watch may lag the Job's: list once more for pods not yet read.
+                    rechecked = True
+                    yield from start(self.list_objects("Pod", namespace, _selector(name)))
+                    if not running:
+                        return
         finally:
             cancel.cancel()
 
@@ -1155,6 +1164,10 @@ def _update(state: dict[str, Obj], event: WatchEvent) -> None:
             state.pop(name, None)
         else:
             state[name] = event.object
+
+
+def _selector(job: str) -> str:
+    return labels.job_selector_string(job)
 
 
 def _pod_index(pod: Obj) -> int | None:
