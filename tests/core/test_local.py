@@ -114,7 +114,7 @@ def test_two_local_workers_train_in_sync(tmp_path, mnist_npz):
 @pytest.mark.tf
 def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_npz):
     launcher = subprocess.Popen(
-        _tflaunch("--workers", "2", "--epochs", "8", "--data", str(mnist_npz),
+        _tflaunch("--workers", "2", "--epochs", "4", "--data", str(mnist_npz),
                   "--workdir", str(tmp_path), "--set", "spec.backoffLimit=2"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
