@@ -45,6 +45,15 @@ sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHET
 	$(BIN)/python -m trainer.synthetic data/mnist-synthetic.npz
 	@echo "synthetic, not MNIST: make run-local DATA=data/mnist-synthetic.npz"
 
+.PHONY: crd
+crd: install ## Regenerate manifests/operator/crd.yaml from the spec model (a test fails when stale)
+	$(BIN)/python -m launcher.crd > manifests/operator/crd.yaml.tmp
+	mv manifests/operator/crd.yaml.tmp manifests/operator/crd.yaml
+
+.PHONY: operator-deploy
+operator-deploy: ## Install the MultiWorkerJob CRD and the operator (manifests/operator/) in the current context
+	$(or $(KUBECTL),kubectl) apply -f manifests/operator/
+
 # ---------------------------------------------------------------------------------------------
 # Images and clusters: docker/, manifests/kind/, scripts/. `make -n TARGET` prints what a
 # target would run and runs nothing (no $(shell) here does more than read a file).
