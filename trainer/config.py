@@ -16,6 +16,8 @@ from launcher import contract
 
 SAVE_FREQ_EPOCH = "epoch"
 THREADS_AUTO = "auto"
+DEFAULT_STEPS_PER_EXECUTION = 32
+"""Measured on 2 co-located CPU workers (docs/performance-trainer.md)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +39,9 @@ class TrainConfig:
     expect_gpus: int
     rendezvous_timeout: float
     collective_timeout: float
-    """Seconds one collective (and the watchdog) may wait for peers; 0 disables both."""
+    """Seconds one collective may take (CommunicationOptions); 0 = no limit."""
+    stall_timeout: float
+    """Seconds without a finished step before the watchdog exits; 0 disables it."""
     learning_rate: float
     seed: int
     max_train_examples: int | None
@@ -166,9 +170,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     training.add_argument(
         "--steps-per-execution",
         type=_POSITIVE_INT,
-        default=1,
+        default=DEFAULT_STEPS_PER_EXECUTION,
         metavar="N",
-        help="train steps per tf.function call; fewer Python round trips (default: 1)",
+        help="train steps per tf.function call: fewer Python round trips per step; "
+        f"callbacks and the watchdog see every N-th step (default: {DEFAULT_STEPS_PER_EXECUTION})",
     )
 
     output = parser.add_argument_group("checkpoints and output")
@@ -210,10 +215,19 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     cluster.add_argument(
         "--collective-timeout",
         type=_NON_NEGATIVE_SECONDS,
+        default=0.0,
+        metavar="SECONDS",
+        help="per-collective timeout (CommunicationOptions.timeout_seconds); costs a thread "
+        "per collective, ~20%% of CPU throughput; 0 = none, dead peers are still caught "
+        "by heartbeats and --stall-timeout (default: 0)",
+    )
+    cluster.add_argument(
+        "--stall-timeout",
+        type=_NON_NEGATIVE_SECONDS,
         default=300.0,
         metavar="SECONDS",
-        help="fail (exit 1) when training makes no progress for this long, e.g. a peer "
-        "hangs; also the per-collective timeout; 0 disables (default: 300)",
+        help="exit 1 when no training/eval step finishes for this long, e.g. a peer is "
+        "alive but stuck; 0 disables (default: 300)",
     )
     cluster.add_argument(
         "--threads",

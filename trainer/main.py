@@ -56,6 +56,7 @@ def program(config: TrainConfig, env_warning: str | None) -> int:
     """The trainer without error handling."""
     cluster = preflight.parse_tf_config(os.environ.get(contract.ENV_TF_CONFIG))
     logs.configure(cluster.label)
+    preflight.check_worker_index(cluster, os.environ.get(contract.ENV_WORKER_INDEX))
     if env_warning:
         log.warning("%s", env_warning)
     if cluster.is_multi_worker:

@@ -191,6 +191,25 @@ def parse_tf_config(raw: str | None) -> Cluster:
     return Cluster(workers=workers, index=index)
 
 
+def check_worker_index(cluster: Cluster, worker_index: str | None) -> None:
+    """Cross-check TF_CONFIG's task.index against $WORKER_INDEX, when both are set.
+
+    In a pod, WORKER_INDEX comes from the Indexed Job's completion index while TF_CONFIG
+    is rendered by the launcher: if they disagree, two pods would claim the same task and
+    the group would deadlock, so this is a configuration error.
+
+    Raises:
+        ConfigError: the two indexes differ or WORKER_INDEX is not an integer.
+    """
+    if worker_index is None or not cluster.workers:
+        return
+    if worker_index.strip() != str(cluster.index):
+        raise ConfigError(
+            f"${contract.ENV_WORKER_INDEX}={worker_index!r} but TF_CONFIG task.index is "
+            f"{cluster.index}; the pod's completion index and its TF_CONFIG must agree"
+        )
+
+
 def colocated_workers(cluster: Cluster) -> int:
     """How many workers of the group run on this worker's host (at least 1).
 

@@ -34,7 +34,8 @@ def _images(prototypes: np.ndarray, labels: np.ndarray, rng: np.random.Generator
     for i, (down, right) in enumerate(shifts):
         images[i] = np.roll(images[i], (down, right), axis=(0, 1))
     images += rng.normal(0.0, 0.35, size=images.shape)
-    return (np.clip(images, 0.0, 1.0) * 255).astype(np.uint8)
+    pixels: np.ndarray = (np.clip(images, 0.0, 1.0) * 255).astype(np.uint8)
+    return pixels
 
 
 def make_mnist_like(train: int, test: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -60,7 +61,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--test", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    np.savez_compressed(args.out, **make_mnist_like(args.train, args.test, args.seed))
+    arrays = make_mnist_like(args.train, args.test, args.seed)
+    np.savez_compressed(
+        args.out,
+        x_train=arrays["x_train"],
+        y_train=arrays["y_train"],
+        x_test=arrays["x_test"],
+        y_test=arrays["y_test"],
+    )
 
 
 if __name__ == "__main__":

@@ -109,6 +109,17 @@ def resume_point(checkpoint_dir: str, steps_per_epoch: int, save_freq: str | int
     return ResumePoint(epoch, batch + 1)
 
 
+def backup_frequency(save_freq: str | int, steps_per_execution: int) -> str | int:
+    """BackupAndRestore's save_freq for a --save-freq given in steps.
+
+    BackupAndRestore counts batch-end callbacks, and with steps_per_execution=N there
+    is one callback per N steps: convert steps to executions (rounding up).
+    """
+    if save_freq == SAVE_FREQ_EPOCH:
+        return save_freq
+    return max(1, -(-int(save_freq) // steps_per_execution))
+
+
 def read_history(checkpoint_dir: str, epochs: int) -> list[dict[str, float]]:
     """Metrics of the first `epochs` epochs, recorded by an earlier run of the group."""
     try:
@@ -132,6 +143,9 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         history_path: str | None,
     ) -> None:
         super().__init__()
+        # Batch hooks get the logs as tensors: converting them to numpy would block every
+        # step until the all-reduce finished, serializing input, compute and comms.
+        self._supports_tf_logs = True
         self._epochs = epochs
         self._watchdog = watchdog
         self._history = history
@@ -260,12 +274,14 @@ def run(
             history,
             os.path.join(checkpoint_dir, HISTORY_FILE) if cluster.is_chief else None,
         ),
-        keras.callbacks.BackupAndRestore(checkpoint_dir, save_freq=config.save_freq),
+        keras.callbacks.BackupAndRestore(
+            checkpoint_dir, save_freq=backup_frequency(config.save_freq, config.steps_per_execution)
+        ),
     ]
     train = data.train_dataset(mnist, plan.global_batch_size, config.seed, plan.threads)
     test = data.eval_dataset(mnist, plan.global_batch_size, plan.threads)
 
-    watchdog.arm("training", config.collective_timeout)
+    watchdog.arm("training", config.stall_timeout)
     try:
         started = time.monotonic()
         model.fit(
@@ -279,12 +295,12 @@ def run(
     except TRANSIENT_TF_ERRORS as e:
         raise _transient("training", e) from None
     try:
-        watchdog.arm("evaluation", config.collective_timeout)
+        watchdog.arm("evaluation", config.stall_timeout)
         started = time.monotonic()
         scores = model.evaluate(
             test, steps=plan.eval_steps, callbacks=callbacks[:1], return_dict=True, verbose=0
         )
-        watchdog.arm("export", config.collective_timeout)
+        watchdog.arm("export", config.stall_timeout)
         exported = time.monotonic()
         export_model(model, config.model_dir, cluster.is_chief)
         log.info(

@@ -141,7 +141,13 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
         environment = {
             key: value
             for key, value in os.environ.items()
-            if key not in (contract.ENV_TF_CONFIG, contract.ENV_DATA, contract.ENV_RESTARTS)
+            if key
+            not in (
+                contract.ENV_TF_CONFIG,
+                contract.ENV_DATA,
+                contract.ENV_RESTARTS,
+                contract.ENV_WORKER_INDEX,
+            )
         }
         environment.update(
             PYTHONPATH=str(REPO), HOME=str(tmp_path / "home"), TF_CPP_MIN_LOG_LEVEL="2"

@@ -20,13 +20,14 @@ def test_defaults_are_the_documented_ones() -> None:
         model_dir="./model",
         expect_gpus=0,
         rendezvous_timeout=300.0,
-        collective_timeout=300.0,
+        collective_timeout=0.0,
+        stall_timeout=300.0,
         learning_rate=1e-3,
         seed=42,
         max_train_examples=None,
         max_test_examples=None,
         threads="auto",
-        steps_per_execution=config.steps_per_execution,
+        steps_per_execution=32,
     )
 
 

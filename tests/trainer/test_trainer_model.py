@@ -99,6 +99,16 @@ def test_resume_point_is_read_from_the_backup_and_restore_checkpoint(
     assert train.resume_point(str(tmp_path), 5, save_freq) == expected
 
 
+@pytest.mark.parametrize(
+    ("save_freq", "steps_per_execution", "expected"),
+    [("epoch", 32, "epoch"), (100, 1, 100), (100, 32, 4), (8, 32, 1)],
+)
+def test_backup_frequency_in_steps_becomes_executions(
+    save_freq: str | int, steps_per_execution: int, expected: str | int
+) -> None:
+    assert train.backup_frequency(save_freq, steps_per_execution) == expected
+
+
 def test_watchdog_exits_when_no_progress_for_the_timeout() -> None:
     exits: list[int] = []
     watchdog = Watchdog(exit_fn=exits.append, poll_seconds=0.05)

@@ -38,7 +38,7 @@ def args(data: Path, tmp_path: Path, *extra: str) -> list[str]:
         "64",
         "--model-dir",
         str(tmp_path / "model"),
-        "--collective-timeout",
+        "--stall-timeout",
         "60",
         *extra,
     ]

@@ -92,6 +92,15 @@ def test_bad_tf_config_is_a_config_error_naming_the_field(raw: str, names: str) 
     assert error.value.exit_code == contract.EXIT_CONFIG_ERROR
 
 
+def test_worker_index_that_disagrees_with_tf_config_is_a_config_error() -> None:
+    cluster = Cluster(workers=tuple(TWO), index=1)
+    preflight.check_worker_index(cluster, None)
+    preflight.check_worker_index(cluster, "1")
+    preflight.check_worker_index(preflight.SINGLE_WORKER, "3")  # no TF_CONFIG: nothing to check
+    with pytest.raises(ConfigError, match=r"WORKER_INDEX='0' but TF_CONFIG task\.index is 1"):
+        preflight.check_worker_index(cluster, "0")
+
+
 # --- batch and threads -------------------------------------------------------------------
 
 
