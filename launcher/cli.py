@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from launcher import __version__, render, tfconfig
+from launcher import __version__, cluster_cli, operator_cli, render, tfconfig
 from launcher.errors import ExitStatus, TflaunchError
-from launcher.options import spec_options, with_spec
+from launcher.options import program_name, spec_options, with_spec
 from launcher.spec import MultiWorkerJob
 
 
@@ -167,7 +167,7 @@ def _one_line(text: str) -> str:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code. Every failure becomes one line on stderr."""
     try:
-        result: Any = cli.main(args=argv, prog_name="tflaunch", standalone_mode=False)
+        result: Any = cli.main(args=argv, prog_name=program_name(), standalone_mode=False)
     except click.exceptions.Exit as stop:
         return int(stop.exit_code)
     except click.exceptions.Abort:
@@ -178,12 +178,12 @@ def run(argv: list[str] | None = None) -> int:
         return ExitStatus.INTERRUPTED
     except click.ClickException as error:
         context = getattr(error, "ctx", None)
-        command = context.command_path if context is not None else "tflaunch"
+        command = context.command_path if context is not None else program_name()
         hint = f" (see '{command} --help')" if isinstance(error, click.UsageError) else ""
         click.echo(f"{command}: error: {_one_line(error.format_message())}{hint}", err=True)
         return ExitStatus.BAD_INPUT
     except TflaunchError as error:
-        click.echo(f"tflaunch: error: {_one_line(str(error))}", err=True)
+        click.echo(f"{program_name()}: error: {_one_line(str(error))}", err=True)
         return int(error.exit_status)
     except BrokenPipeError:
         return ExitStatus.SUCCESS  # `tflaunch render | head`
@@ -203,5 +203,5 @@ def main() -> None:
     sys.exit(run())
 
 
-__import__("launcher.cluster_cli").cluster_cli.register(cli)  # submit, status, logs, wait...
-__import__("launcher.operator_cli").operator_cli.register(cli)  # operator (the kopf extra)
+cluster_cli.register(cli)  # submit, status, logs, wait, delete, list, doctor
+operator_cli.register(cli)  # operator (needs the kopf extra only when run)

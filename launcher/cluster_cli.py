@@ -9,7 +9,6 @@ adds the commands to the `tflaunch` group.
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import sys
 import time
@@ -21,7 +20,13 @@ import click
 from launcher import doctor as checks
 from launcher import names, render, status
 from launcher.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
-from launcher.options import cluster_options, job_from_options, spec_options, with_spec
+from launcher.options import (
+    cluster_options,
+    job_from_options,
+    program_name,
+    spec_options,
+    with_spec,
+)
 from launcher.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -30,12 +35,6 @@ if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only w
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PENDING_WARNING = 120.0
-
-
-def program_name() -> str:
-    """How the user called us: `kubectl tflaunch` through the kubectl plugin, else `tflaunch`."""
-    invoked = os.path.basename(sys.argv[0] if sys.argv else "")
-    return "kubectl tflaunch" if invoked.startswith("kubectl-") else "tflaunch"
 
 
 def namespace_option(func: F) -> F:

@@ -8,6 +8,8 @@ and validated, so a bad flag gets the same one-line error as a bad file.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -88,3 +90,9 @@ def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:
         return func(job=job_from_options(spec_file, assignments, **flags), **kwargs)
 
     return wrapper
+
+
+def program_name() -> str:
+    """How the user called us: `kubectl tflaunch` through the kubectl plugin, else `tflaunch`."""
+    invoked = os.path.basename(sys.argv[0] if sys.argv else "")
+    return "kubectl tflaunch" if invoked.startswith("kubectl-") else "tflaunch"
