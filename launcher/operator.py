@@ -25,7 +25,7 @@ from typing import Any, cast
 import kopf
 
 from launcher import crd, k8s, labels, reconcile
-from launcher.errors import TflaunchError
+from launcher.errors import ClusterError, Forbidden, Invalid, TflaunchError
 from launcher.k8s import Cluster
 
 logger = logging.getLogger("tflaunch.operator")
@@ -50,9 +50,13 @@ def reconcile_once(
 ) -> Outcome:
     """Observe one MultiWorkerJob and its children, decide, and carry the plan out.
 
+    A child the API server refuses (422) fails the resource (reason Rejected) until its
+    spec is edited: creating it again would fail the same way.
+
     Raises:
-        ClusterError: the API failed; nothing after the failed call was done, and running
-            again later picks up from what the cluster then shows.
+        ReconcileError: the API failed while carrying the plan out; nothing after the
+            failed call was done, and a later reconcile picks up from what the cluster shows.
+        ClusterError: the API failed while reading.
     """
     resource = k8s.get_multiworkerjob(cluster, name, namespace)
     if resource is None:
@@ -66,11 +70,33 @@ def reconcile_once(
     )
     chief = reconcile.chief_log_wanted(observed)
     if chief is not None:
-        log = k8s.pod_log_tail(cluster, chief, namespace, reconcile.LOG_TAIL_LINES)
-        observed = dataclasses.replace(observed, chief_log=log)
+        observed = dataclasses.replace(observed, chief_log=_chief_log(cluster, chief, namespace))
     plan = reconcile.decide(observed)
-    execute(cluster, resource, plan)
+    try:
+        execute(cluster, resource, plan)
+    except Invalid as error:  # a child the API server refuses: retrying cannot help
+        plan = reconcile.rejected(observed, str(error))
+        execute(cluster, resource, plan)
+    except ClusterError as error:
+        raise ReconcileError(resource, error) from error
     return Outcome(resource, plan)
+
+
+class ReconcileError(ClusterError):
+    """The API failed half-way through a plan; `resource` is what the reconcile read."""
+
+    def __init__(self, resource: dict[str, Any], error: ClusterError) -> None:
+        super().__init__(str(error))
+        self.resource = resource
+
+
+def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
+    """The tail of the chief's log; None when it cannot be read for good (gone, forbidden)."""
+    try:
+        return k8s.pod_log_tail(cluster, pod, namespace, reconcile.LOG_TAIL_LINES)
+    except Forbidden as error:
+        logger.warning("%s/%s: cannot read the result: %s", namespace, pod, error)
+        return None
 
 
 def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan) -> None:
@@ -94,8 +120,11 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
 def status_patch(resource: Mapping[str, Any], status: crd.Status) -> dict[str, Any]:
     """A merge patch that makes the status exactly `status` (nulls remove stale fields)."""
     new = crd.document_of(status)
-    old = resource.get("status") or {}
-    return {**{key: None for key in old if key not in new}, **new}
+    stale = set(resource.get("status") or {}) | STATUS_KEYS
+    return {**{key: None for key in sorted(stale) if key not in new}, **new}
+
+
+STATUS_KEYS = frozenset(f.metadata["key"] for f in dataclasses.fields(crd.Status))
 
 
 class Controller:
@@ -113,6 +142,7 @@ class Controller:
         self._dirty: set[tuple[str, str]] = set()
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._errors: dict[tuple[str, str], str] = {}
 
     async def trigger(self, namespace: str, name: str) -> None:
         """Reconcile this MultiWorkerJob now, or once more after the running reconcile."""
@@ -146,8 +176,16 @@ class Controller:
 
     async def _reconcile(self, namespace: str, name: str) -> float | None:
         """One reconcile in a worker thread (the Kubernetes client blocks); the next delay."""
+        key = (namespace, name)
         try:
             outcome = await asyncio.to_thread(reconcile_once, self.cluster, namespace, name)
+        except ReconcileError as error:
+            logger.warning("%s/%s: %s; retrying in %.0fs", namespace, name, error,
+                           ERROR_RETRY_SECONDS)  # fmt: skip
+            if self._errors.get(key) != str(error):  # once, not every retry
+                self._errors[key] = str(error)
+                self.emit(error.resource, reconcile.Event("Warning", "ApiError", str(error)))
+            return ERROR_RETRY_SECONDS
         except TflaunchError as error:
             logger.warning("%s/%s: %s; retrying in %.0fs", namespace, name, error,
                            ERROR_RETRY_SECONDS)  # fmt: skip
@@ -155,6 +193,7 @@ class Controller:
         except Exception:  # a bug must not stop the operator for every other job
             logger.exception("%s/%s: reconcile failed; retrying", namespace, name)
             return ERROR_RETRY_SECONDS
+        self._errors.pop(key, None)
         if outcome.resource is not None:
             for event in outcome.plan.events:
                 self.emit(outcome.resource, event)

@@ -40,9 +40,10 @@ K8sObject = dict[str, Any]
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 INVALID_SPEC = "InvalidSpec"
 NAME_CONFLICT = "NameConflict"
-RETRYABLE_FAILURES: frozenset[str] = frozenset({INVALID_SPEC, NAME_CONFLICT})
+REJECTED = "Rejected"
+RETRYABLE_FAILURES: frozenset[str] = frozenset({INVALID_SPEC, NAME_CONFLICT, REJECTED})
 """Failed for these reasons is not final: nothing ran yet, and the operator tries again
-when the spec is fixed or the conflicting Job is gone."""
+when the spec is fixed (or the conflicting Job is gone)."""
 CONFLICT_RETRY_SECONDS = 30.0
 RESTART_POLL_SECONDS = 5.0
 """How soon to look again while old Jobs are still terminating (their deletion events
@@ -439,12 +440,29 @@ def decide(observed: Observed) -> Plan:
     old = crd.status_from_document(resource.get("status"))
     if _finished(old):
         return _after_finish(observed, old)
+    if old.reason == REJECTED and old.observed_generation == _meta(resource).get("generation"):
+        return Plan()  # the API server refused this spec's objects: wait for an edit
     jobs, pods = owned(observed)
     try:
         job = spec_model.job_from_document(trimmed(resource))
     except SpecError as error:
         return _invalid_spec(observed, old, jobs, error)
     return _Reconcile(observed, job, old, jobs, pods).run()
+
+
+def rejected(observed: Observed, error: str) -> Plan:
+    """The API server refused to create a child (422): Failed until the spec is edited.
+
+    The spec passed `spec.validate`, but something only the server checks did not (a
+    toleration's fields, an admission webhook); creating it again would fail the same way.
+    """
+    old = crd.status_from_document(observed.resource.get("status"))
+    message = f"{error}; fix the spec (kubectl edit mwj {_name(observed.resource)})"
+    status = _with_phase(old, "Failed", REJECTED, message, observed.now)
+    status = dataclasses.replace(
+        status, observed_generation=_meta(observed.resource).get("generation")
+    )
+    return Plan(status=status, events=(Event("Warning", REJECTED, message),))
 
 
 def _after_finish(observed: Observed, old: Status) -> Plan:

@@ -193,3 +193,53 @@ async def test_pods_of_someone_elses_job_with_the_same_labels_are_ignored(api: A
     }  # fmt: skip
     await api.reconcile()
     assert api.status().phase == "Running"
+
+
+async def test_a_child_the_api_server_refuses_fails_the_job_until_the_spec_is_edited(api: Api):
+    api.add_resource()
+    refusal = {
+        "kind": "Status", "code": 422, "reason": "Invalid", "message": "Job is invalid",
+        "details": {"causes": [{"field": "spec.template.spec.tolerations[0].operator",
+                                "message": "Unsupported value: \"Sometimes\""}]},
+    }  # fmt: skip
+    api.mock["post", "/apis/batch/v1/namespaces/default/jobs"][:1] << 422 << refusal
+    outcome = await api.reconcile()
+    status = api.status()
+    assert (status.phase, status.reason) == ("Failed", "Rejected")
+    assert "tolerations[0].operator" in status.message
+    assert [e.reason for e in outcome.plan.events] == ["Rejected"]
+    writes = len([r for r in api.mock if r.method in ("POST", "PATCH", "DELETE")])
+    await api.reconcile()  # the same spec: no second attempt, no status write
+    assert len([r for r in api.mock if r.method in ("POST", "PATCH", "DELETE")]) == writes
+
+
+async def test_an_api_error_while_acting_is_reported_once_on_the_resource(api: Api):
+    api.add_resource()
+    api.mock["post", "/api/v1/namespaces/default/services"] << 403 << {
+        "kind": "Status", "code": 403, "reason": "Forbidden",
+        "message": 'services is forbidden: User "x" cannot create resource "services" in API '
+                   'group "" in the namespace "default"',
+    }  # fmt: skip
+    emitted: list[reconcile.Event] = []
+    controller = operator.Controller(api.cluster, lambda resource, event: emitted.append(event))
+    for _ in range(3):
+        assert await controller._reconcile("default", "mnist") == operator.ERROR_RETRY_SECONDS
+        del api.mock.objects[SERVICES, "default", "mnist"]  # the mock stores refused objects
+    (event,) = emitted
+    assert (event.type, event.reason) == ("Warning", "ApiError")
+    assert "cannot create services in namespace default" in event.message
+    controller.stop()
+
+
+async def test_a_result_that_cannot_be_read_still_ends_in_success(api: Api):
+    api.add_resource()
+    await api.reconcile()
+    api.run_jobs()
+    api.complete(chief_log=result_log())
+    log = "/api/v1/namespaces/default/pods/mnist-worker-0-pod/log"
+    (api.mock**10)["get", log] << 403 << {
+        "kind": "Status", "code": 403, "reason": "Forbidden", "message": "pods/log is forbidden",
+    }  # fmt: skip
+    await api.reconcile()
+    assert api.status().phase == "Succeeded"
+    assert "no TFLAUNCH_RESULT line" in api.status().message

@@ -6,9 +6,9 @@ import datetime
 
 import pytest
 
-from launcher import contract, labels, render
+from launcher import contract, crd, labels, render
 from launcher import spec as spec_model
-from launcher.reconcile import Observed, children, decide, parse_result, trimmed
+from launcher.reconcile import Observed, children, decide, parse_result, rejected, trimmed
 from tests.operator.sim import RESULT, Cluster, resource, result_log
 
 
@@ -429,3 +429,13 @@ def test_jobs_deleted_by_hand_are_recreated():
     cluster.jobs.clear()
     plan = cluster.reconcile()
     assert [o["metadata"]["name"] for o in plan.create if o["kind"] == "Job"] == ["mnist-worker"]
+
+
+def test_a_spec_the_api_server_refused_is_tried_again_only_once_edited():
+    cluster = Cluster(resource())
+    refused = rejected(cluster.observed(), "the API server rejected Job mnist-worker: tolerations")
+    cluster.resource["status"] = crd.document_of(refused.status)
+    assert (cluster.status.phase, cluster.status.reason) == ("Failed", "Rejected")
+    assert cluster.reconcile() == type(refused)()  # the same spec would be refused again
+    cluster.edit(tolerations=[])
+    assert [o["kind"] for o in cluster.reconcile().create][-1] == "Job"
