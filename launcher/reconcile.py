@@ -378,7 +378,8 @@ def _with_phase(
 
     The condition named like the phase is True and carries the reason and message; the other
     phase conditions present become False. A lastTransitionTime changes only when its
-    condition's status does. Created stays True once the children were first created.
+    condition's status does. Created is a fact, not a phase: True from the first creation of
+    the children on.
     """
     truth = {kind: kind == phase for kind in _EXCLUSIVE}
     truth["Created"] = _has_condition(status, "Created") or phase != "Failed"
@@ -391,10 +392,10 @@ def _with_phase(
         if old is None and value == "False":
             continue
         changed = old is None or old.status != value
-        if kind == phase:
+        if kind == "Created":  # a fact, not a phase: set once, never updated
+            why, what = (old.reason, old.message) if old else ("JobsCreated", "")
+        elif kind == phase:
             why, what = reason, message
-        elif kind == "Created" and old is None:
-            why, what = "ChildrenCreated", ""
         elif old is not None and not changed:
             why, what = old.reason, old.message
         else:
@@ -764,7 +765,9 @@ class _Reconcile:
             phase, reason = "Created", "WaitingForWorkers"
             message = f"waiting for the workers: {ready}/{total} ready"
         events: list[Event] = []
-        if spec_change_pending:
+        if spec_change_pending and self.job.spec.suspend:
+            message = f"{message}; the edited spec is applied once the Jobs are suspended"
+        elif spec_change_pending:
             note = (
                 "the spec was edited while the job runs and is not applied (a Job's pod "
                 "template is immutable): set spec.suspend: true to apply it, or delete and "

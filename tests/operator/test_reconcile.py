@@ -439,3 +439,15 @@ def test_a_spec_the_api_server_refused_is_tried_again_only_once_edited():
     assert cluster.reconcile() == type(refused)()  # the same spec would be refused again
     cluster.edit(tolerations=[])
     assert [o["kind"] for o in cluster.reconcile().create][-1] == "Job"
+
+
+def test_an_edit_made_together_with_suspend_is_applied_without_a_warning():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.edit(workers=4, suspend=True)
+    cluster.settle()
+    assert "SpecChangeRejected" not in _reasons(cluster)
+    assert cluster.job()["spec"]["completions"] == 4
+    assert cluster.status.phase == "Suspended"
