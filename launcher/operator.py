@@ -228,7 +228,16 @@ def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
     configuration: Any = cluster.api_client.configuration
     if configuration.refresh_api_key_hook is not None:  # e.g. a rotated service account token
         configuration.refresh_api_key_hook(configuration)
-    scheme, _, token = (configuration.get_api_key_with_prefix("authorization") or "").partition(" ")
+    header = next(
+        (
+            str(setting.get("value") or "")
+            for setting in configuration.auth_settings().values()
+            if str(setting.get("key", "")).lower() == "authorization"
+            and str(setting.get("value") or "").lower().startswith("bearer ")
+        ),
+        "",
+    )  # kubernetes>=29 keeps the token under api_key["BearerToken"], older ones differently
+    scheme, _, token = header.partition(" ")
     return kopf.ConnectionInfo(
         server=str(configuration.host),
         ca_path=configuration.ssl_ca_cert,
