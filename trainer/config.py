@@ -217,9 +217,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=_NON_NEGATIVE_SECONDS,
         default=0.0,
         metavar="SECONDS",
-        help="per-collective timeout (CommunicationOptions.timeout_seconds); costs a thread "
-        "per collective, ~20%% of CPU throughput; 0 = none, dead peers are still caught "
-        "by heartbeats and --stall-timeout (default: 0)",
+        help="per-collective timeout (CommunicationOptions.timeout_seconds; TensorFlow "
+        "starts a thread per collective for it); 0 = none: dead peers are caught by "
+        "heartbeats within seconds and stuck ones by --stall-timeout (default: 0)",
     )
     cluster.add_argument(
         "--stall-timeout",
@@ -234,9 +234,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         type=_threads,
         default=THREADS_AUTO,
         metavar="auto|N",
-        help="TensorFlow intra/inter-op threads per worker; auto = usable CPUs "
-        "(affinity and cgroup limit) / workers on this host; 0 = TensorFlow's "
-        "default (default: auto)",
+        help="TensorFlow intra/inter-op threads per worker; auto = the CPUs this process "
+        "may use (affinity mask, capped by the cgroup CPU limit, which TensorFlow itself "
+        "ignores); 0 = TensorFlow's default (default: auto)",
     )
     return parser
 

@@ -48,7 +48,7 @@ def make_plan(
             len(mnist.y_train), config.global_batch_size, config.steps_per_epoch
         ),
         eval_steps=data.steps_in(len(mnist.y_test), config.global_batch_size, "test"),
-        threads=preflight.thread_count(config.threads, cluster),
+        threads=preflight.thread_count(config.threads),
     )
 
 

@@ -124,23 +124,18 @@ def test_global_batch_below_the_replica_count_suggests_the_replica_count() -> No
         preflight.per_replica_batch(3, 4)
 
 
-def test_workers_on_loopback_share_the_host_and_pods_do_not() -> None:
-    local = Cluster(workers=("127.0.0.1:1", "localhost:2", "10.0.0.3:3"), index=0)
-    pods = Cluster(workers=("a.svc:2222", "b.svc:2222"), index=1)
-    assert preflight.colocated_workers(local) == 2
-    assert preflight.colocated_workers(pods) == 1
-    assert preflight.colocated_workers(preflight.SINGLE_WORKER) == 1
-
-
-def test_explicit_thread_count_wins_and_auto_divides_cpus_among_colocated_workers(
+def test_explicit_thread_count_wins_and_auto_uses_the_usable_cpus(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(preflight, "usable_cpus", lambda: 8)
-    local = Cluster(workers=("127.0.0.1:1", "127.0.0.1:2"), index=0)
-    assert preflight.thread_count(3, local) == 3
-    assert preflight.thread_count(0, local) == 0
-    assert preflight.thread_count("auto", local) == 4
-    assert preflight.thread_count("auto", preflight.SINGLE_WORKER) == 8
+    assert preflight.thread_count(3) == 3
+    assert preflight.thread_count(0) == 0
+    assert preflight.thread_count("auto") == 8
+
+
+def test_usable_cpus_are_capped_by_the_cgroup_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight, "cgroup_cpu_limit", lambda: 1)
+    assert preflight.usable_cpus() == 1
 
 
 @pytest.mark.parametrize(
