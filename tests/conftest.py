@@ -1,1 +1,1 @@
-"""Shared test helpers. Suites live in sub-folders: launcher/, trainer/, cluster/, operator/, infra/."""
+"""Shared test configuration. Suites: core/, trainer/, cluster/, operator/, infra/."""
