@@ -172,18 +172,16 @@ def scale(images: np.ndarray) -> np.ndarray:
     return (images.astype(np.float32) / 255.0)[..., np.newaxis]
 
 
-def _distribute_options(threads: int) -> tf.data.Options:
-    """DATA sharding (in-memory data has no files) and a bounded tf.data thread pool."""
+def _distribute_options() -> tf.data.Options:
+    """DATA sharding: in-memory data has no files to shard by."""
     import tensorflow as tf
 
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    if threads:
-        options.threading.private_threadpool_size = max(2, threads)
     return options
 
 
-def train_dataset(mnist: Mnist, global_batch: int, seed: int, threads: int = 0) -> tf.data.Dataset:
+def train_dataset(mnist: Mnist, global_batch: int, seed: int) -> tf.data.Dataset:
     """Shuffled (same seed everywhere), batched globally, repeated, prefetched."""
     import tensorflow as tf
 
@@ -197,11 +195,11 @@ def train_dataset(mnist: Mnist, global_batch: int, seed: int, threads: int = 0) 
         .batch(global_batch, drop_remainder=True)
         .repeat()
         .prefetch(tf.data.AUTOTUNE)
-        .with_options(_distribute_options(threads))
+        .with_options(_distribute_options())
     )
 
 
-def eval_dataset(mnist: Mnist, global_batch: int, threads: int = 0) -> tf.data.Dataset:
+def eval_dataset(mnist: Mnist, global_batch: int) -> tf.data.Dataset:
     """Batched globally with drop_remainder, so every worker evaluates the same shapes."""
     import tensorflow as tf
 
@@ -210,7 +208,7 @@ def eval_dataset(mnist: Mnist, global_batch: int, threads: int = 0) -> tf.data.D
         .batch(global_batch, drop_remainder=True)
         .cache()
         .prefetch(tf.data.AUTOTUNE)
-        .with_options(_distribute_options(threads))
+        .with_options(_distribute_options())
     )
 
 

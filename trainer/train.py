@@ -278,8 +278,8 @@ def run(
             checkpoint_dir, save_freq=backup_frequency(config.save_freq, config.steps_per_execution)
         ),
     ]
-    train = data.train_dataset(mnist, plan.global_batch_size, config.seed, plan.threads)
-    test = data.eval_dataset(mnist, plan.global_batch_size, plan.threads)
+    train = data.train_dataset(mnist, plan.global_batch_size, config.seed)
+    test = data.eval_dataset(mnist, plan.global_batch_size)
 
     watchdog.arm("training", config.stall_timeout)
     try:
