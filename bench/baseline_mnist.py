@@ -18,9 +18,9 @@ import time
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tf-keras: Keras 3's fit fails under MWMS
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
 
 GLOBAL_BATCH = 256
 RESULT_PREFIX = "BASELINE_RESULT "

@@ -83,8 +83,9 @@ def median_of(results: list[dict], key: str) -> float:
     return statistics.median(float(r[key]) for r in results)
 
 
-def markdown(trainer: list[dict], baseline: list[dict], epochs: int, extra: Sequence[str],
-             synthetic: bool) -> str:
+def markdown(
+    trainer: list[dict], baseline: list[dict], epochs: int, extra: Sequence[str], synthetic: bool
+) -> str:
     rows = [
         ("images/s (fit)", "images_per_sec", "{:.0f}"),
         ("fit seconds", "fit_seconds", "{:.1f}"),
@@ -110,8 +111,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--data", type=Path)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--trainer-arg", action="append", default=[],
-                        help="extra flag for python -m trainer (repeatable)")
+    parser.add_argument(
+        "--trainer-arg",
+        action="append",
+        default=[],
+        help="extra flag for python -m trainer (repeatable)",
+    )
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     args = parser.parse_args()
@@ -134,12 +139,17 @@ def main() -> None:
                 print(f"baseline run {repeat + 1}: {baseline[-1]}", flush=True)
             trainer.append(
                 run_group(
-                    trainer_command(data, args.epochs, workdir, args.trainer_arg), 2,
-                    contract.RESULT_LINE_PREFIX, workdir,
+                    trainer_command(data, args.epochs, workdir, args.trainer_arg),
+                    2,
+                    contract.RESULT_LINE_PREFIX,
+                    workdir,
                 )
             )
-            print(f"trainer run {repeat + 1}: "
-                  f"{ {k: v for k, v in trainer[-1].items() if k != 'history'} }", flush=True)
+            print(
+                f"trainer run {repeat + 1}: "
+                f"{ {k: v for k, v in trainer[-1].items() if k != 'history'} }",
+                flush=True,
+            )
         if baseline:
             table = markdown(trainer, baseline, args.epochs, args.trainer_arg, args.data is None)
             print(table)

@@ -26,8 +26,14 @@ LAYOUTS = ("indexed", "per-worker")
 
 
 def _job(workers: int, layout: str):  # type: ignore[no-untyped-def]
-    return load_job(None, [("spec.workers", workers), ("spec.layout", layout),
-                           ("spec.trainer.globalBatchSize", 1000)])
+    return load_job(
+        None,
+        [
+            ("spec.workers", workers),
+            ("spec.layout", layout),
+            ("spec.trainer.globalBatchSize", 1000),
+        ],
+    )
 
 
 def in_process_seconds(workers: int, layout: str) -> tuple[float, int]:
@@ -43,8 +49,18 @@ def in_process_seconds(workers: int, layout: str) -> tuple[float, int]:
 
 
 def cli_seconds(workers: int, layout: str) -> float:
-    argv = [sys.executable, "-m", "launcher", "render", "--workers", str(workers),
-            "--layout", layout, "--global-batch-size", "1000"]
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        "render",
+        "--workers",
+        str(workers),
+        "--layout",
+        layout,
+        "--global-batch-size",
+        "1000",
+    ]
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
@@ -69,7 +85,9 @@ def main() -> None:
     indexed = [r for r in rows if r[0] == "indexed"]
     per_worker_bytes = (indexed[-1][2] - indexed[0][2]) / (indexed[-1][1] - indexed[0][1])
     largest_mb = max(r[2] for r in rows) / 1e6
-    write_section("render", f"""
+    write_section(
+        "render",
+        f"""
 ## `tflaunch render` (bench/bench_render.py)
 
 Machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()},
@@ -89,7 +107,8 @@ best of several runs each.
 - Rendering parses every template back into objects and serializes them with libyaml's C
   loader/dumper when PyYAML has it; with the pure-Python ones the 1,000-worker per-worker
   render took 44 s instead of 4.7 s (one side-by-side measurement while tuning).
-""")
+""",
+    )
 
 
 if __name__ == "__main__":
