@@ -85,10 +85,17 @@ class TrainerArgs:
         "How long a worker waits for every peer to resolve and accept TCP before failing.",
         300,
     )
-    collective_timeout_seconds: int = _field(
+    stall_timeout_seconds: int = _field(
+        "stallTimeoutSeconds",
+        "A worker exits (and the group restarts) when no training step finishes for this "
+        "long: a peer froze or hangs outside TensorFlow. Dead peers are caught in seconds.",
+        300,
+    )
+    collective_timeout_seconds: int | None = _field(
         "collectiveTimeoutSeconds",
-        "How long one collective may take before the worker fails (a peer died).",
-        600,
+        "Per-collective timeout (TensorFlow's CommunicationOptions; a debugging aid that "
+        "costs a thread per collective); default: none.",
+        None,
     )
     extra_args: tuple[str, ...] = _field(
         "extraArgs", "More arguments appended to the trainer's command line.", factory=tuple
@@ -527,7 +534,9 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
     if not trainer.learning_rate > 0:
         raise SpecError("spec.trainer.learningRate", "must be greater than 0")
     _at_least("spec.trainer.rendezvousTimeoutSeconds", trainer.rendezvous_timeout_seconds, 1)
-    _at_least("spec.trainer.collectiveTimeoutSeconds", trainer.collective_timeout_seconds, 1)
+    _at_least("spec.trainer.stallTimeoutSeconds", trainer.stall_timeout_seconds, 1)
+    if trainer.collective_timeout_seconds is not None:
+        _at_least("spec.trainer.collectiveTimeoutSeconds", trainer.collective_timeout_seconds, 1)
 
 
 def _validate_resources(resources_: Resources) -> None:

@@ -22,8 +22,10 @@ def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> li
         "--model-dir", model_dir,
         "--expect-gpus", str(job.spec.gpus_per_worker),
         "--rendezvous-timeout", str(trainer.rendezvous_timeout_seconds),
-        "--collective-timeout", str(trainer.collective_timeout_seconds),
+        "--stall-timeout", str(trainer.stall_timeout_seconds),
     ]  # fmt: skip
+    if trainer.collective_timeout_seconds is not None:
+        args += ["--collective-timeout", str(trainer.collective_timeout_seconds)]
     if trainer.steps_per_epoch is not None:
         args += ["--steps-per-epoch", str(trainer.steps_per_epoch)]
     if trainer.data_path is not None:
