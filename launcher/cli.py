@@ -141,12 +141,13 @@ def local_command(
       tflaunch local examples/mnist.yaml --data ~/mnist.npz --epochs 1
       tflaunch local --workers 2 -- --max-train-examples 6000
     """
-    from launcher import local
+    from launcher import dataset, local
 
     if data is not None and not Path(data).is_file():
         raise click.BadParameter(
             f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
         )
+    data = dataset.resolve_mnist(data, os.environ)
     workdir = workdir or Path("tflaunch-runs") / job.name
     click.echo(
         f"tflaunch: {job.name}: {job.spec.workers} local worker(s), "

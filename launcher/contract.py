@@ -40,3 +40,9 @@ RESULT_LINE_PREFIX = "TFLAUNCH_RESULT "
 
 TRAINER_UID = 10001
 """The trainer image's non-root user; pods run as it (runAsUser/runAsGroup/fsGroup)."""
+
+MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+"""The copy Keras' mnist.load_data() downloads; the image build and `tflaunch local` fetch it."""
+MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
+ENV_MNIST_URL = "TFLAUNCH_MNIST_URL"
+"""Overrides MNIST_URL for `tflaunch local` (a mirror; file:// works)."""

@@ -57,6 +57,8 @@ class Attempt:
     """How one run of the whole group ended."""
 
     exit_codes: tuple[int | None, ...]
+    last_errors: tuple[str | None, ...] = ()
+    """Each worker's last ERROR log line, so the failure says why, not only how."""
 
     @property
     def succeeded(self) -> bool:
@@ -67,11 +69,11 @@ class Attempt:
         return contract.EXIT_CONFIG_ERROR in self.exit_codes
 
     def describe(self) -> str:
-        return ", ".join(
-            f"worker {i} {_describe_exit(code)}"
-            for i, code in enumerate(self.exit_codes)
-            if code not in (contract.EXIT_OK, None)
-        )
+        failed = [i for i, code in enumerate(self.exit_codes) if code not in (0, None)]
+        text = ", ".join(f"worker {i} {_describe_exit(self.exit_codes[i])}" for i in failed)
+        why = next((self.last_errors[i] for i in failed if i < len(self.last_errors)
+                    and self.last_errors[i]), None)  # fmt: skip
+        return f"{text}: {why}" if why else text
 
 
 def _describe_exit(code: int | None) -> str:
@@ -142,6 +144,7 @@ class _Group:
     ) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
+        self.last_errors: list[str | None] = [None] * len(commands)
         for index, (argv, env) in enumerate(commands):
             process = subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -150,7 +153,7 @@ class _Group:
             self.processes.append(process)
             assert process.stdout is not None
             thread = threading.Thread(
-                target=_pump, args=(process.stdout, f"[worker {index}] ", write), daemon=True
+                target=self._pump, args=(index, process.stdout, write), daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -165,12 +168,23 @@ class _Group:
                 self.stop()
                 break
             time.sleep(POLL_SECONDS)
-        return Attempt(tuple(self._codes(codes)))
+        for thread in self._threads:
+            thread.join(timeout=2.0)  # the last lines, and with them the last errors
+        return Attempt(tuple(self._codes(codes)), tuple(self.last_errors))
 
     def _codes(self, first_seen: list[int | None]) -> Iterator[int | None]:
         for seen, process in zip(first_seen, self.processes, strict=True):
             # A worker we stopped ourselves is reported as stopped, not as a failure.
             yield seen if seen is not None else (0 if process.returncode == 0 else None)
+
+    def _pump(self, index: int, stream: IO[bytes], write: Callable[[str], None]) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace").rstrip("\n")
+            write(f"[worker {index}] {line}")
+            _, marker, message = line.partition(" ERROR ")
+            if marker:
+                self.last_errors[index] = message.strip()
+        stream.close()
 
     def stop(self) -> None:
         """SIGTERM every worker's process group, SIGKILL what is left after a grace period."""
@@ -191,12 +205,6 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
-
-
-def _pump(stream: IO[bytes], prefix: str, write: Callable[[str], None]) -> None:
-    for raw in iter(stream.readline, b""):
-        write(prefix + raw.decode(errors="replace").rstrip("\n"))
-    stream.close()
 
 
 class _Terminated(Exception):

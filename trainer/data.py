@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from launcher import contract
 from trainer.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+MNIST_URL = contract.MNIST_URL
 IMAGE_DATA_PATH = "/opt/tflaunch/mnist.npz"
 """Where the trainer image bakes the dataset in (the launcher sets TFLAUNCH_DATA to it)."""
 KERAS_CACHE = os.path.join("~", ".keras", "datasets", "mnist.npz")

@@ -147,6 +147,7 @@ def test_a_configuration_error_is_not_retried(tmp_path, mnist_npz):
     )  # fmt: skip
     assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
     assert "configuration error, not retried" in run.stderr
+    assert "GPU" in run.stderr, "the failure must say why, not only that"
     assert "restarting" not in run.stdout
     assert len(run.stderr.strip().splitlines()) == 1
 

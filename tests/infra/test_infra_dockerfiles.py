@@ -23,8 +23,8 @@ import pytest
 from launcher import contract
 from tests.infra._infra import REPO
 
-MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
-MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
+MNIST_URL = contract.MNIST_URL
+MNIST_SHA256 = contract.MNIST_SHA256
 TRAINER_UID = getattr(contract, "TRAINER_UID", 10001)
 
 
