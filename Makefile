@@ -37,7 +37,7 @@ render: install ## Regenerate manifests/ from examples/
 DATA ?=
 .PHONY: run-local
 run-local: install ## Train MNIST on 2 local workers, no cluster needed (DATA=path/to/mnist.npz offline)
-	$(BIN)/tflaunch local examples/mnist.yaml --workers 2 $(if $(DATA),--data $(DATA))
+	$(BIN)/tflaunch local --workers 2 $(if $(DATA),--data $(DATA))
 
 .PHONY: sample-data
 sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHETIC, for offline smoke tests
