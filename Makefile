@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(BIN)/tflaunch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,7 @@ BUILD_ARGS = $(strip --build-arg TF_VERSION=$(TF_VERSION) --build-arg VERSION=$(
 
 OPERATOR_IMAGE ?= tflaunch-operator
 OPERATOR_TAG ?= $(VERSION)
+OPERATOR_REF = $(call image_ref,$(OPERATOR_IMAGE),$(OPERATOR_TAG))
 
 SPEC ?= examples/mnist.yaml
 NAME ?= mnist
@@ -102,6 +103,9 @@ KIND_NAMESPACE ?= tflaunch-e2e
 KIND_WORKERS ?= 2
 KIND_TIMEOUT ?= 1500
 ARTIFACTS ?= build/kind-test
+KIND_OPERATOR_NAMESPACE ?= tflaunch-operator-e2e
+KIND_OPERATOR_EPOCHS ?= 1
+KIND_OPERATOR_TIMEOUT ?= 900
 
 CHECKOV_VENV ?= .venv-checkov
 CHECKOV_VERSION ?= 3.3.30
@@ -124,7 +128,7 @@ image-cpu: ## Build the CPU trainer image (make image VARIANT=cpu)
 .PHONY: operator-image
 operator-image: ## Build the operator image OPERATOR_IMAGE:OPERATOR_TAG (launcher + kopf, no TensorFlow)
 	DOCKER_BUILDKIT=1 $(DOCKER) build --file docker/Dockerfile.operator --build-arg VERSION=$(VERSION) \
-		--build-arg REVISION=$(REVISION) --tag $(call image_ref,$(OPERATOR_IMAGE),$(OPERATOR_TAG)) \
+		--build-arg REVISION=$(REVISION) --tag $(OPERATOR_REF) \
 		$(DOCKER_BUILD_FLAGS) .
 
 .PHONY: push
@@ -170,6 +174,18 @@ kind-test: install ## End-to-end on kind: KIND_WORKERS CPU workers train MNIST; 
 	WORKERS=$(KIND_WORKERS) SPEC=$(SPEC) TIMEOUT=$(KIND_TIMEOUT) ARTIFACTS=$(ARTIFACTS) \
 	KIND=$(KIND) KUBECTL=$(KUBECTL) TFLAUNCH=$(BIN)/tflaunch PYTHON=$(BIN)/python \
 	bash scripts/kind-test.sh
+
+.PHONY: kind-load-operator
+kind-load-operator: ## Load the operator image (built by make operator-image) into the kind cluster
+	$(KIND) load docker-image $(OPERATOR_REF) --name $(CLUSTER)
+
+.PHONY: kind-operator-test
+kind-operator-test: install ## End-to-end on kind, operator mode: install it, apply a MultiWorkerJob, check its status
+	CLUSTER=$(CLUSTER) NAME=$(KIND_NAME) NAMESPACE=$(KIND_OPERATOR_NAMESPACE) IMAGE=$(KIND_IMAGE) \
+	OPERATOR_IMAGE=$(OPERATOR_REF) WORKERS=$(KIND_WORKERS) EPOCHS=$(KIND_OPERATOR_EPOCHS) SPEC=$(SPEC) \
+	TIMEOUT=$(KIND_OPERATOR_TIMEOUT) ARTIFACTS=$(ARTIFACTS)/operator \
+	KIND=$(KIND) KUBECTL=$(KUBECTL) PYTHON=$(BIN)/python \
+	bash scripts/kind-operator-test.sh
 
 .PHONY: kind-export-logs
 kind-export-logs: ## Save the kind cluster's node and pod logs into ARTIFACTS/kind

@@ -8,64 +8,14 @@ decides, and that it always cleans up.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from launcher.contract import RESULT_LINE_PREFIX
-from tests.infra._infra import REPO
-
-STUB = textwrap.dedent(
-    """\
-    #!{python}
-    import json, os, sys
-    tool = os.path.basename(sys.argv[0])
-    args = sys.argv[1:]
-    with open(os.environ["STUB_LOG"], "a") as log:
-        log.write(json.dumps({{"tool": tool, "args": args,
-                              "kubeconfig": os.environ.get("KUBECONFIG")}}) + "\\n")
-    scenario = json.loads(os.environ["STUB_SCENARIO"])
-    if tool == "kind" and args[:2] == ["get", "kubeconfig"]:
-        print("apiVersion: v1\\nkind: Config")
-    elif tool == "kubectl" and args[:2] == ["get", "namespace"]:
-        sys.exit(0 if scenario["namespace_exists"] else 1)
-    elif tool == "kubectl" and args[:1] == ["logs"] and "-l" in args:
-        sys.stdout.write(scenario["worker0_log"])
-    elif tool == "kubectl" and args[:2] == ["get", "pods"]:
-        print("pod/mnist-e2e-worker-0-abcde")
-    elif tool == "kubectl" and args[:1] == ["logs"]:
-        print("log of", args[3])
-    elif tool == "tflaunch" and args[:1] == ["submit"]:
-        sys.exit(scenario["submit_status"])
-    elif tool == "tflaunch" and args[:1] == ["wait"]:
-        sys.exit(scenario["wait_status"])
-    elif tool == "tflaunch" and args[:1] == ["status"]:
-        print("mnist-e2e: Failed")
-    """
-)
+from tests.infra._stubs import USERS_KUBECONFIG, Answer, Run, rule, run_with_stubs
 
 GOOD_LOG = f'epoch 3/3\n{RESULT_LINE_PREFIX}{{"accuracy": 0.97, "workers": 2}}\ndone\n'
-
-
-@dataclass
-class Run:
-    status: int
-    stderr: str
-    calls: list[dict[str, Any]]
-    artifacts: Path
-
-    def argvs(self, tool: str) -> list[list[str]]:
-        return [list(call["args"]) for call in self.calls if call["tool"] == tool]
-
-    def called(self, tool: str, *prefix: str) -> bool:
-        return any(argv[: len(prefix)] == list(prefix) for argv in self.argvs(tool))
 
 
 def run_kind_test(
@@ -76,45 +26,24 @@ def run_kind_test(
     worker0_log: str = GOOD_LOG,
     namespace_exists: bool = False,
 ) -> Run:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("kind", "kubectl", "tflaunch"):
-        stub = bin_dir / tool
-        stub.write_text(STUB.format(python=sys.executable))
-        stub.chmod(0o755)
-    log = tmp_path / "calls.jsonl"
-    artifacts = tmp_path / "artifacts"
-    scenario = {
-        "wait_status": wait_status,
-        "submit_status": submit_status,
-        "worker0_log": worker0_log,
-        "namespace_exists": namespace_exists,
-    }
-    env = {
-        **os.environ,
-        "STUB_LOG": str(log),
-        "STUB_SCENARIO": json.dumps(scenario),
-        "IMAGE": "tflaunch-trainer:test-cpu",
-        "ARTIFACTS": str(artifacts),
-        "KIND": str(bin_dir / "kind"),
-        "KUBECTL": str(bin_dir / "kubectl"),
-        "TFLAUNCH": str(bin_dir / "tflaunch"),
-        "PYTHON": sys.executable,
-        "KUBECONFIG": "/the/users/own/kubeconfig",
-    }
-    for variable in ("CLUSTER", "NAME", "NAMESPACE", "WORKERS", "SPEC", "TIMEOUT"):
-        env.pop(variable, None)
-    result = subprocess.run(
-        ["bash", "scripts/kind-test.sh"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    rules = [
+        rule("kind", "get kubeconfig", Answer("apiVersion: v1\nkind: Config\n")),
+        rule("kubectl", "get namespace", Answer(status=0 if namespace_exists else 1)),
+        rule("kubectl", "logs -l", Answer(worker0_log)),
+        rule("kubectl", "get pods", Answer("pod/mnist-e2e-worker-0-abcde\n")),
+        rule("kubectl", "logs", Answer("a worker's log\n")),
+        rule("tflaunch", "submit", Answer(status=submit_status)),
+        rule("tflaunch", "wait", Answer(status=wait_status)),
+        rule("tflaunch", "status", Answer("mnist-e2e: Failed\n")),
+    ]
+    return run_with_stubs(
+        tmp_path,
+        "scripts/kind-test.sh",
+        tools=("kind", "kubectl", "tflaunch"),
+        rules=rules,
+        env={"IMAGE": "tflaunch-trainer:test-cpu"},
+        unset=("CLUSTER", "NAME", "NAMESPACE", "WORKERS", "SPEC", "TIMEOUT"),
     )
-    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return Run(result.returncode, result.stderr, calls, artifacts)
 
 
 def test_a_successful_run_submits_waits_checks_the_result_and_cleans_up(tmp_path: Path) -> None:
@@ -171,7 +100,7 @@ def test_every_cluster_call_goes_to_the_kind_clusters_own_kubeconfig(tmp_path: P
     assert run.called("kind", "get", "kubeconfig", "--name", "tflaunch")
     kubeconfigs = {c["kubeconfig"] for c in run.calls if c["tool"] in ("kubectl", "tflaunch")}
     (kubeconfig,) = kubeconfigs
-    assert kubeconfig != "/the/users/own/kubeconfig"
+    assert kubeconfig != USERS_KUBECONFIG
     assert not Path(str(kubeconfig)).exists(), "the temporary kubeconfig is removed at exit"
 
 

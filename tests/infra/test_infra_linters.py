@@ -48,6 +48,7 @@ DOCKERFILES = ["docker/Dockerfile", "docker/Dockerfile.operator"]
 def test_the_scripts_this_suite_depends_on_are_found() -> None:
     assert {
         "scripts/kind-test.sh",
+        "scripts/kind-operator-test.sh",
         "scripts/install-kind.sh",
         "docker/fetch-mnist.sh",
         "docker/install-trainer.sh",

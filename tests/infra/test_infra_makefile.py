@@ -230,6 +230,60 @@ def test_kind_test_runs_the_script_with_the_kind_image_and_the_venv_tools(
     assert env["PYTHON"] == ".venv/bin/python"
 
 
+def test_kind_load_operator_loads_the_operator_image_into_the_cluster(
+    make_dry_run: MakeDryRun,
+) -> None:
+    output = make_dry_run("kind-load-operator")
+
+    assert find_command(output, "kind", "load", "docker-image") == [
+        "kind",
+        "load",
+        "docker-image",
+        f"tflaunch-operator:{VERSION}",
+        "--name",
+        "tflaunch",
+    ]
+    assert "docker build" not in output, "make operator-image builds it"
+
+
+def test_kind_load_operator_loads_the_image_operator_image_built(make_dry_run: MakeDryRun) -> None:
+    variables = ("OPERATOR_IMAGE=reg.example/op", "OPERATOR_TAG=7", "CLUSTER=ci")
+    built = option(docker_build(make_dry_run("operator-image", *variables)), "--tag")
+    load = find_command(make_dry_run("kind-load-operator", *variables), "kind", "load")
+
+    assert load[3] == built == "reg.example/op:7"
+    assert option(load, "--name") == "ci"
+
+
+def test_kind_operator_test_runs_the_script_with_both_loaded_images_and_the_venv_python(
+    make_dry_run: MakeDryRun,
+) -> None:
+    env, argv = find_command_with_env(
+        make_dry_run("kind-operator-test"), "bash", "scripts/kind-operator-test.sh"
+    )
+
+    assert argv == ["bash", "scripts/kind-operator-test.sh"]
+    assert env["IMAGE"] == f"tflaunch-trainer:{VERSION}-cpu"
+    assert env["OPERATOR_IMAGE"] == f"tflaunch-operator:{VERSION}"
+    assert env["CLUSTER"] == "tflaunch"
+    assert env["WORKERS"] == "2"
+    example = yaml.safe_load((REPO / "examples" / "mnist.yaml").read_text())
+    assert int(env["EPOCHS"]) < example["spec"]["trainer"]["epochs"], "a shorter run than the CLI's"
+    assert env["SPEC"] == "examples/mnist.yaml"
+    assert env["PYTHON"] == ".venv/bin/python"
+    assert env["ARTIFACTS"] == "build/kind-test/operator", "inside what CI uploads"
+
+
+def test_kind_operator_test_uses_a_namespace_of_its_own(make_dry_run: MakeDryRun) -> None:
+    """kind-test deletes its namespace without waiting; reusing it would race the deletion."""
+    cli, _ = find_command_with_env(make_dry_run("kind-test"), "bash", "scripts/kind-test.sh")
+    operator, _ = find_command_with_env(
+        make_dry_run("kind-operator-test"), "bash", "scripts/kind-operator-test.sh"
+    )
+
+    assert operator["NAMESPACE"] != cli["NAMESPACE"]
+
+
 def test_kind_down_deletes_the_cluster(make_dry_run: MakeDryRun) -> None:
     assert "kind delete cluster --name tflaunch" in make_dry_run("kind-down")
 

@@ -84,6 +84,17 @@ def test_e2e_installs_then_creates_loads_and_tests_in_order() -> None:
     assert "if" not in steps[test]
 
 
+def test_e2e_runs_the_operator_test_on_the_same_cluster_after_the_cli_test() -> None:
+    steps = steps_of(load_workflow("e2e-kind.yml"))
+
+    cli = index_of_run(steps, "make kind-up kind-load kind-test")
+    operator = index_of_run(steps, "make operator-image kind-load-operator kind-operator-test")
+    assert cli < operator < index_of_run(steps, "make kind-down")
+    assert "if" not in steps[operator]
+    (upload,) = uses(steps, "actions/upload-artifact")
+    assert operator < steps.index(upload)
+
+
 def test_e2e_always_deletes_the_cluster_after_the_test() -> None:
     steps = steps_of(load_workflow("e2e-kind.yml"))
 
