@@ -1,12 +1,12 @@
-"""Side by side on this machine: the tflaunch trainer vs the textbook baseline.
+"""Side by side on this machine: `tflaunch local --workers 2` vs the textbook baseline.
 
-Both run as 2 MultiWorkerMirroredStrategy workers on loopback (one process each, like
-`tflaunch local`), on the same data, for the same epochs, with the same model, Adam and
-global batch 256. Real MNIST cannot be downloaded here, so unless --data is given the
+Both run as 2 MultiWorkerMirroredStrategy workers on loopback (one process each: tflaunch's
+own runner for the trainer, this script's for the baseline), on the same data, for the same
+epochs, with the same model, Adam and global batch 256. Real MNIST cannot be downloaded here, so unless --data is given the
 script generates a full-size (60k/10k) MNIST-like npz with `trainer.synthetic`.
 
 Usage: python bench/bench_local.py [--epochs 3] [--data mnist.npz] [--repeats 1]
-       [--trainer-arg=--threads=auto ...] [--markdown OUT.md]
+       [--trainer-arg=--threads=auto ...] [--markdown OUT.md] [--write-docs]
 """
 
 from __future__ import annotations
@@ -66,12 +66,24 @@ def run_group(command: Sequence[str], workers: int, prefix: str, workdir: Path) 
     return result
 
 
-def trainer_command(data: Path, epochs: int, workdir: Path, extra: Sequence[str]) -> list[str]:
-    return [
-        sys.executable, "-m", "trainer", "--data", str(data), "--epochs", str(epochs),
-        "--global-batch-size", "256", "--model-dir", str(workdir / "model"),
-        "--checkpoint-dir", str(workdir / "ckpt"), *extra,
+def run_tflaunch_local(data: Path, epochs: int, workdir: Path, extra: Sequence[str]) -> dict:
+    """`tflaunch local --workers 2`, exactly as a user runs it; the chief's result.json."""
+    run_dir = Path(tempfile.mkdtemp(prefix="local-", dir=workdir))
+    command = [
+        sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", str(epochs),
+        "--global-batch-size", "256", "--data", str(data), "--workdir", str(run_dir),
+        "--", *extra,
     ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    started = time.monotonic()
+    with open(run_dir / "tflaunch-local.log", "wb") as log:
+        code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    wall = time.monotonic() - started
+    if code:
+        raise SystemExit(f"tflaunch local failed ({code}); log in {run_dir}")
+    result: dict = json.loads((run_dir / "model" / contract.RESULT_FILE).read_text())
+    result["wall_seconds"] = round(wall, 1)
+    return result
 
 
 def baseline_command(data: Path, epochs: int) -> list[str]:
@@ -97,12 +109,17 @@ def markdown(
         f"{'synthetic 60k/10k MNIST-like data' if synthetic else 'given data'}, "
         f"median of {len(trainer)} run(s); trainer flags: `{' '.join(extra) or '(defaults)'}`",
         "",
-        "| | baseline | tflaunch trainer | ratio |",
+        "| | baseline | `tflaunch local --workers 2` | ratio |",
         "| --- | --- | --- | --- |",
     ]
     for label, key, fmt in rows:
         b, t = median_of(baseline, key), median_of(trainer, key)
         lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(t)} | {t / b:.2f}x |")
+    per_run = ", ".join(
+        f"{b['images_per_sec']:.0f} vs {t['images_per_sec']:.0f}"
+        for b, t in zip(baseline, trainer, strict=False)
+    )
+    lines.append(f"\nEach interleaved run, images/s baseline vs tflaunch: {per_run}.")
     return "\n".join(lines)
 
 
@@ -119,6 +136,9 @@ def main() -> None:
     )
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="update its section of docs/performance.md"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="tflaunch-bench-") as tmp:
@@ -137,14 +157,7 @@ def main() -> None:
                     run_group(baseline_command(data, args.epochs), 2, BASELINE_PREFIX, workdir)
                 )
                 print(f"baseline run {repeat + 1}: {baseline[-1]}", flush=True)
-            trainer.append(
-                run_group(
-                    trainer_command(data, args.epochs, workdir, args.trainer_arg),
-                    2,
-                    contract.RESULT_LINE_PREFIX,
-                    workdir,
-                )
-            )
+            trainer.append(run_tflaunch_local(data, args.epochs, workdir, args.trainer_arg))
             print(
                 f"trainer run {repeat + 1}: "
                 f"{ {k: v for k, v in trainer[-1].items() if k != 'history'} }",
@@ -155,6 +168,10 @@ def main() -> None:
             print(table)
             if args.markdown:
                 args.markdown.write_text(table + "\n")
+            if args.write_docs:
+                from bench.docs_section import write_section
+
+                write_section("trainer", f"### Latest run (bench/bench_local.py)\n\n{table}\n")
 
 
 if __name__ == "__main__":
