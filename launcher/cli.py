@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,25 @@ def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_sch
     click.echo(f"ok: {job.name}: {len(objects)} objects valid against Kubernetes {version} schemas")
 
 
+def split_trainer_args(
+    spec_file: str | None, trainer_args: tuple[str, ...]
+) -> tuple[str | None, tuple[str, ...]]:
+    """After `--` every word is positional, so with no SPEC click hands the first trainer
+    flag to SPEC: `tflaunch local -- --seed 1`. A SPEC never starts with '-' (but '-')."""
+    if spec_file is not None and spec_file.startswith("-") and spec_file != "-":
+        return None, (spec_file, *trainer_args)
+    return spec_file, trainer_args
+
+
+def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(spec_file: str | None, trainer_args: tuple[str, ...], **kwargs: Any) -> Any:
+        spec_file, trainer_args = split_trainer_args(spec_file, trainer_args)
+        return func(spec_file=spec_file, trainer_args=trainer_args, **kwargs)
+
+    return wrapper
+
+
 @cli.command("local")
 @spec_options
 @click.option(
@@ -123,6 +144,7 @@ def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_sch
     help="Checkpoints, model and result.json (default: ./tflaunch-runs/NAME).",
 )
 @click.argument("trainer_args", nargs=-1, metavar="[-- TRAINER_ARGS...]")
+@_trainer_args_after_double_dash
 @with_spec
 def local_command(
     job: MultiWorkerJob,

@@ -50,6 +50,21 @@ def test_a_single_worker_runs_without_tf_config(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
+    "spec_file, extra, expected",
+    [
+        (None, (), (None, ())),
+        ("job.yaml", ("--seed", "1"), ("job.yaml", ("--seed", "1"))),
+        ("--seed", ("1",), (None, ("--seed", "1"))),  # `tflaunch local -- --seed 1`
+        ("-", ("--seed", "1"), ("-", ("--seed", "1"))),  # stdin stays a spec
+    ],
+)
+def test_trainer_args_after_double_dash_never_become_the_spec(spec_file, extra, expected):
+    from launcher.cli import split_trainer_args
+
+    assert split_trainer_args(spec_file, extra) == expected
+
+
+@pytest.mark.parametrize(
     "codes, restarts, expected",
     [
         ((0, 0), 0, "done"),
@@ -100,7 +115,7 @@ def _alive(pid: int) -> bool:
 def test_two_local_workers_train_in_sync(tmp_path, mnist_npz):
     run = subprocess.run(
         _tflaunch("--workers", "2", "--epochs", "2", "--data", str(mnist_npz),
-                  "--workdir", str(tmp_path)),
+                  "--workdir", str(tmp_path), "--", "--max-test-examples", "256"),
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -108,6 +123,7 @@ def test_two_local_workers_train_in_sync(tmp_path, mnist_npz):
     assert result["workers"] == 2 and result["replicas"] == 2 and result["restarts"] == 0
     assert result["history"]["loss"][-1] < result["history"]["loss"][0]
     assert "[worker 0] " in run.stdout and "[worker 1] " in run.stdout
+    assert "eval_steps=1" in run.stdout, "trainer args after -- must reach the trainer"
     assert "succeeded" in run.stdout
 
 
