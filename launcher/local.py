@@ -119,6 +119,9 @@ def worker_commands(
     if data is not None:
         args += ["--data", data]
     base_env = {
+        # TensorFlow's C++ INFO lines (oneDNN, CUDA stubs) drown the interleaved output;
+        # a TF_CPP_MIN_LOG_LEVEL of the user's own still wins.
+        "TF_CPP_MIN_LOG_LEVEL": "1",
         **os.environ,
         **workload.trainer_env(job),
         "PYTHONUNBUFFERED": "1",
