@@ -100,21 +100,29 @@ def _kind(kind: str) -> str:
     return _API_GROUP.get(kind.lower(), kind.lower())
 
 
+def wait_options(func: F) -> F:
+    """--timeout and --pending-warning, shared by `wait` and `submit --wait`."""
+    func = click.option(
+        "--pending-warning",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_PENDING_WARNING,
+        show_default=True,
+        metavar="SECONDS",
+        help="Warn when workers stay Pending this long (MWMS needs all of them).",
+    )(func)
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="Stop waiting after this long (default: never).",
+    )(func)
+
+
 @click.command("submit")
 @spec_options
 @cluster_options
 @click.option("--wait", "wait_for_it", is_flag=True, help="Then wait until the job finishes.")
-@click.option(
-    "--timeout", type=click.FloatRange(min=0), metavar="SECONDS", help="With --wait: give up after."
-)
-@click.option(
-    "--pending-warning",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_PENDING_WARNING,
-    show_default=True,
-    metavar="SECONDS",
-    help="With --wait: warn when workers stay Pending this long.",
-)
+@wait_options
 @click.option("--replace", is_flag=True, help="Delete the job's existing objects first.")
 @click.option(
     "--dry-run", is_flag=True, help="Check everything with the API server; apply nothing."
@@ -273,20 +281,7 @@ def logs_command(
 
 @click.command("wait")
 @click.argument("name")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0),
-    metavar="SECONDS",
-    help="Give up after (default: never).",
-)
-@click.option(
-    "--pending-warning",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_PENDING_WARNING,
-    show_default=True,
-    metavar="SECONDS",
-    help="Warn when workers stay Pending this long (MWMS needs all of them).",
-)
+@wait_options
 @namespace_option
 @cluster_options
 def wait_command(
