@@ -173,16 +173,24 @@ def scale(images: np.ndarray) -> np.ndarray:
     return (images.astype(np.float32) / 255.0)[..., np.newaxis]
 
 
-def _distribute_options() -> tf.data.Options:
-    """DATA sharding: in-memory data has no files to shard by."""
+def _distribute_options(autotune: bool) -> tf.data.Options:
+    """DATA sharding: in-memory data has no files to shard by.
+
+    Without `autotune`, no tf.data autotuning thread runs. On CPU workers that thread made
+    the training iterator's teardown at the end of fit block for ~10 s steps while the peer
+    waited in the next collective (5 of 6 runs vs 1 of 6 without it; docs/performance.md).
+    """
     import tensorflow as tf
 
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.autotune.enabled = autotune
     return options
 
 
-def train_dataset(mnist: Mnist, global_batch: int, seed: int) -> tf.data.Dataset:
+def train_dataset(
+    mnist: Mnist, global_batch: int, seed: int, autotune: bool = True
+) -> tf.data.Dataset:
     """Shuffled (same seed everywhere), batched globally, repeated, prefetched."""
     import tensorflow as tf
 
@@ -195,12 +203,12 @@ def train_dataset(mnist: Mnist, global_batch: int, seed: int) -> tf.data.Dataset
         .shuffle(len(mnist.y_train), seed=seed, reshuffle_each_iteration=True)
         .batch(global_batch, drop_remainder=True)
         .repeat()
-        .prefetch(tf.data.AUTOTUNE)
-        .with_options(_distribute_options())
+        .prefetch(tf.data.AUTOTUNE if autotune else 2)
+        .with_options(_distribute_options(autotune))
     )
 
 
-def eval_dataset(mnist: Mnist, global_batch: int) -> tf.data.Dataset:
+def eval_dataset(mnist: Mnist, global_batch: int, autotune: bool = True) -> tf.data.Dataset:
     """Batched globally with drop_remainder, so every worker evaluates the same shapes."""
     import tensorflow as tf
 
@@ -208,8 +216,8 @@ def eval_dataset(mnist: Mnist, global_batch: int) -> tf.data.Dataset:
         tf.data.Dataset.from_tensor_slices((scale(mnist.x_test), _labels(mnist.y_test)))
         .batch(global_batch, drop_remainder=True)
         .cache()
-        .prefetch(tf.data.AUTOTUNE)
-        .with_options(_distribute_options())
+        .prefetch(tf.data.AUTOTUNE if autotune else 2)
+        .with_options(_distribute_options(autotune))
     )
 
 

@@ -278,8 +278,15 @@ def run(
             checkpoint_dir, save_freq=backup_frequency(config.save_freq, config.steps_per_execution)
         ),
     ]
-    train = data.train_dataset(mnist, plan.global_batch_size, config.seed)
-    test = data.eval_dataset(mnist, plan.global_batch_size)
+    # CPU workers: no tf.data autotuning and no per-device prefetch (MultiDeviceIterator),
+    # whose teardown after fit stalled one worker for ~10 s steps (docs/performance.md).
+    on_cpu = not plan.gpus_per_worker
+    train = data.train_dataset(mnist, plan.global_batch_size, config.seed, autotune=not on_cpu)
+    test = data.eval_dataset(mnist, plan.global_batch_size, autotune=not on_cpu)
+    if on_cpu:
+        no_fetch = tf.distribute.InputOptions(experimental_fetch_to_device=False)
+        train = strategy.experimental_distribute_dataset(train, options=no_fetch)
+        test = strategy.experimental_distribute_dataset(test, options=no_fetch)
 
     watchdog.arm("training", config.stall_timeout)
     try:
