@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on 127.0.0.1 for the e2e tests and for trying tflaunch:
+# kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok, built from their Go
+# modules (hack/k8s, hack/etcd, hack/kwok pin every version in go.mod/go.sum) and started by
+# kwok's own `kwokctl create cluster --runtime binary`, which owns certificates, flags,
+# kubeconfig, start and stop. kwok runs no containers: pods move through the Stages in
+# hack/kwok/stages.yaml.
+#
+#   hack/cluster.sh build               build the binaries once into the cache (slow only cold)
+#   hack/cluster.sh up [KUBECONFIG]     start a cluster; admin kubeconfig (default .cluster/kubeconfig)
+#   hack/cluster.sh down [KUBECONFIG]   stop every process of that cluster and remove its state
+#   hack/cluster.sh stop|start KUBECONFIG  stop / start again every process of that cluster
+#                                       (state kept: what a control-plane outage looks like)
+#   hack/cluster.sh bin                 print the directory of the cached binaries
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+# version MODULE GOMOD: the version of MODULE required by the go.mod file GOMOD.
+version() {
+  awk -v m="$1" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$2"
+}
+
+K8S_VERSION=$(version k8s.io/kubernetes "$here/k8s/go.mod")
+ETCD_VERSION=$(version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")
+KWOK_VERSION=$(version sigs.k8s.io/kwok "$here/kwok/go.mod")
+CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
+BIN_DIR="$CACHE_ROOT/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
+CLUSTER_NAME=${TFLAUNCH_CLUSTER_NAME:-tflaunch}
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { printf 'cluster: error: %s\n' "$*" >&2; exit 2; }
+
+need_go() {
+  command -v go >/dev/null 2>&1 ||
+    die "Go is not installed; the control plane is built from Go modules (Go >= 1.26 needed)"
+}
+
+# go_build MODULE_DIR OUT PACKAGE: build one command of a tool module into the cache.
+go_build() {
+  local dir=$1 out=$2 pkg=$3
+  log "building $out from $pkg (cold builds take minutes)"
+  (cd "$dir" && go build -trimpath -ldflags='-s -w' -o "$BIN_DIR/.$out.tmp" "$pkg")
+  mv "$BIN_DIR/.$out.tmp" "$BIN_DIR/$out"
+}
+
+cmd_build() {
+  local missing=() b start
+  for b in "${BINARIES[@]}"; do
+    [ -x "$BIN_DIR/$b" ] || missing+=("$b")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "binaries cached in $BIN_DIR"
+    return 0
+  fi
+  need_go
+  mkdir -p "$BIN_DIR"
+  start=$(date +%s)
+  for b in "${missing[@]}"; do
+    case $b in
+      kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+        go_build "$here/k8s" "$b" "k8s.io/kubernetes/cmd/$b" ;;
+      etcd) go_build "$here/etcd" etcd go.etcd.io/etcd/server/v3 ;;
+      kwok | kwokctl) go_build "$here/kwok" "$b" "sigs.k8s.io/kwok/cmd/$b" ;;
+    esac
+  done
+  log "built ${missing[*]} in $(($(date +%s) - start)) s into $BIN_DIR"
+}
+
+state_file() { printf '%s.state' "$1"; }
+
+cmd_up() {
+  local kubeconfig=${1:-$root/.cluster/kubeconfig} workdir start
+  kubeconfig=$(realpath -m "$kubeconfig")
+  cmd_build
+  [ -e "$(state_file "$kubeconfig")" ] &&
+    die "a cluster is already up for $kubeconfig; run: hack/cluster.sh down $kubeconfig"
+  mkdir -p "$(dirname "$kubeconfig")"
+  workdir=$(mktemp -d "${TMPDIR:-/tmp}/tflaunch-cluster.XXXXXX")
+  printf '%s\n' "$workdir" >"$(state_file "$kubeconfig")"
+  rm -f "$kubeconfig"
+  start=$(date +%s%N)
+  # kwokctl reads KWOK_* variables; everything it writes stays under the work directory.
+  KWOK_WORKDIR=$workdir KWOK_KUBE_VERSION=$K8S_VERSION KWOK_KUBECTL_BINARY=$BIN_DIR/kubectl \
+    "$BIN_DIR/kwokctl" create cluster --name "$CLUSTER_NAME" --runtime binary \
+    --kube-authorization --kube-admission \
+    --kube-apiserver-binary "$BIN_DIR/kube-apiserver" \
+    --kube-controller-manager-binary "$BIN_DIR/kube-controller-manager" \
+    --kube-scheduler-binary "$BIN_DIR/kube-scheduler" \
+    --kwok-controller-binary "$BIN_DIR/kwok" \
+    --etcd-binary "$BIN_DIR/etcd" \
+    --config "$here/kwok/stages.yaml" \
+    --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 ||
+    { cat "$workdir/create.log" >&2; cmd_down "$kubeconfig"; die "kwokctl could not start the cluster"; }
+  "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" apply -f "$here/kwok/nodes.yaml" >/dev/null
+  "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=60s >/dev/null
+  log "up in $((($(date +%s%N) - start) / 1000000)) ms: $("$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  cat >&2 <<EOF
+cluster: try it:
+  export KUBECONFIG=$kubeconfig PATH=$BIN_DIR:\$PATH
+  kubectl get nodes
+cluster: stop it with: make cluster-down (or hack/cluster.sh down $kubeconfig)
+EOF
+}
+
+cmd_down() {
+  local kubeconfig=${1:-$root/.cluster/kubeconfig} state workdir
+  kubeconfig=$(realpath -m "$kubeconfig")
+  state=$(state_file "$kubeconfig")
+  if [ ! -e "$state" ]; then
+    log "no cluster is up for $kubeconfig"
+    return 0
+  fi
+  workdir=$(cat "$state")
+  if [ -d "$workdir" ]; then
+    KWOK_WORKDIR=$workdir "$BIN_DIR/kwokctl" delete cluster --name "$CLUSTER_NAME" \
+      --kubeconfig "$kubeconfig" >/dev/null 2>&1 || true
+    stop_leftovers "$workdir"
+    rm -rf "$workdir"
+  fi
+  rm -f "$state" "$kubeconfig"
+  log "down"
+}
+
+# stop_leftovers WORKDIR: kill, by pid, any process kwokctl started whose pid file is still
+# there (kwokctl removes them on a clean stop; this covers a crashed or interrupted one).
+stop_leftovers() {
+  local pidfile pid
+  while IFS= read -r -d '' pidfile; do
+    pid=$(cat "$pidfile" 2>/dev/null) || continue
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done < <(find "$1" -name '*.pid' -print0 2>/dev/null)
+}
+
+# kwokctl_on KUBECONFIG VERB: run `kwokctl VERB cluster` on the cluster behind KUBECONFIG.
+kwokctl_on() {
+  local kubeconfig state
+  kubeconfig=$(realpath -m "$1")
+  state=$(state_file "$kubeconfig")
+  [ -e "$state" ] || die "no cluster is up for $kubeconfig"
+  KWOK_WORKDIR=$(cat "$state") "$BIN_DIR/kwokctl" "$2" cluster --name "$CLUSTER_NAME" >&2
+}
+
+case ${1:-} in
+  build) cmd_build ;;
+  up) cmd_up "${2:-}" ;;
+  down) cmd_down "${2:-}" ;;
+  stop | start) [ -n "${2:-}" ] || die "usage: hack/cluster.sh $1 KUBECONFIG"; kwokctl_on "$2" "$1" ;;
+  bin) printf '%s\n' "$BIN_DIR" ;;
+  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | stop|start KUBECONFIG | bin" ;;
+esac

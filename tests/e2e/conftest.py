@@ -1,0 +1,213 @@
+"""The real control plane for the e2e tests: kube-apiserver, kube-controller-manager,
+kube-scheduler and etcd built from their Go modules, with kwok's fake nodes (hack/cluster.sh).
+
+One cluster per test session, one namespace per test. The commands under test run as real
+processes (`python -m launcher`, `kubectl`), so what is asserted is what the API server stored
+and its controllers decided. kwok runs no containers: a pod's end comes from the Stages in
+hack/kwok/stages.yaml, steered by pod annotations (`pod_hooks`).
+
+Set TFLAUNCH_E2E_KUBECONFIG to reuse a cluster from `make cluster-up` (the tests that restart
+the control plane are skipped then). Without Go and without cached binaries the tests skip
+with one line; with CI=true that is a failure instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_SH = ROOT / "hack" / "cluster.sh"
+BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
+
+
+@dataclass
+class Run:
+    """A finished command: exit code and both streams."""
+
+    code: int
+    out: str
+    err: str
+
+    def __str__(self) -> str:
+        return f"exit {self.code}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
+
+
+@dataclass
+class ControlPlane:
+    """A running cluster: its admin kubeconfig and the directory of its binaries."""
+
+    kubeconfig: Path
+    bin_dir: Path
+    owned: bool
+    """True when this session started it (and may stop and restart it)."""
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env.pop("TFLAUNCH_DEBUG", None)
+        return env
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> Run:
+        proc = subprocess.run(
+            [str(self.bin_dir / "kubectl"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=120,
+        )
+        run = Run(proc.returncode, proc.stdout, proc.stderr)
+        if check and run.code != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {run}")
+        return run
+
+    def get(self, *args: str) -> Any:
+        """`kubectl get ... -o json`, parsed."""
+        return json.loads(self.kubectl("get", *args, "-o", "json").out)
+
+    def apply(self, objects: Any, namespace: str | None = None) -> Run:
+        docs = objects if isinstance(objects, list) else [objects]
+        ns = ["-n", namespace] if namespace else []
+        return self.kubectl("apply", *ns, "-f", "-", stdin=yaml.safe_dump_all(docs))
+
+    def tflaunch(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+        """The real CLI as a subprocess, against this cluster."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "launcher", *args],
+            capture_output=True,
+            text=True,
+            env={**self.env(), **(env or {})},
+            cwd=ROOT,
+            timeout=timeout,
+        )
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    def popen_tflaunch(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "launcher", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env(),
+            cwd=ROOT,
+        )
+
+    def stop(self) -> None:
+        """Stop every control-plane process (etcd, apiserver, controllers, kwok)."""
+        _cluster_sh("stop", str(self.kubeconfig))
+
+    def start(self) -> None:
+        _cluster_sh("start", str(self.kubeconfig))
+
+
+def _cluster_sh(*args: str) -> str:
+    proc = subprocess.run(
+        ["bash", str(CLUSTER_SH), *args], capture_output=True, text=True, timeout=3600
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"hack/cluster.sh {' '.join(args)} failed:\n{proc.stderr}")
+    return proc.stdout.strip()
+
+
+def _unavailable(reason: str) -> None:
+    message = f"e2e: {reason}; install Go >= 1.26 and run `make cluster-build` to enable them"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    bin_dir = Path(_cluster_sh("bin"))
+    existing = os.environ.get("TFLAUNCH_E2E_KUBECONFIG")
+    if existing:
+        yield ControlPlane(Path(existing), bin_dir, owned=False)
+        return
+    have_binaries = all((bin_dir / name).exists() for name in (*BINARIES, "kwok", "kwokctl"))
+    if not have_binaries and shutil.which("go") is None:
+        _unavailable("the control plane's binaries are not built and Go is not installed")
+    kubeconfig = tmp_path_factory.mktemp("cluster") / "kubeconfig"
+    _cluster_sh("up", str(kubeconfig))
+    try:
+        yield ControlPlane(kubeconfig, bin_dir, owned=True)
+    finally:
+        _cluster_sh("down", str(kubeconfig))
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, removed afterwards (without waiting)."""
+    base = request.node.name.split("[")[0].removeprefix("test_").replace("_", "-")[:40]
+    name = f"{base.strip('-')}-{uuid.uuid4().hex[:5]}"
+    control_plane.kubectl("create", "namespace", name)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def write_spec(
+    path: Path,
+    name: str,
+    namespace: str,
+    *,
+    hooks: dict[str, str] | None = None,
+    **spec: Any,
+) -> Path:
+    """A MultiWorkerJob spec file; `hooks` become pod annotations that steer kwok's Stages."""
+    body: dict[str, Any] = {"image": "tflaunch-trainer:e2e", "workers": 2, **spec}
+    if hooks:
+        body["annotations"] = {**body.get("annotations", {}), **hooks}
+    document = {
+        "apiVersion": "tflaunch.dev/v1alpha1",
+        "kind": "MultiWorkerJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def pod_hooks(
+    run_for: str | None = None,
+    exit_code: int | None = None,
+    worker_exit: dict[int, int] | None = None,
+    fail_once: bool = False,
+) -> dict[str, str]:
+    """Annotations that hack/kwok/stages.yaml turns into a pod's run time and exit code."""
+    hooks: dict[str, str] = {}
+    if run_for is not None:
+        hooks["kwok.tflaunch.dev/run-for"] = run_for
+    if exit_code is not None:
+        hooks["kwok.tflaunch.dev/exit-code"] = str(exit_code)
+    for index, code in (worker_exit or {}).items():
+        hooks[f"kwok.tflaunch.dev/exit-code-{index}"] = str(code)
+    if fail_once:
+        hooks["kwok.tflaunch.dev/fail-once"] = "true"
+    return hooks
+
+
+def eventually(
+    check: Callable[[], Any], *, timeout: float = 60, interval: float = 0.5, what: str = ""
+) -> Any:
+    """Poll `check` until it returns something truthy; fail naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}: {last!r}")

@@ -1,0 +1,198 @@
+"""The operator on the real control plane: the CRD applied with kubectl, `tflaunch operator`
+running as a process with the token of the ServiceAccount from manifests/operator/ (bound by
+its ClusterRole, not admin), MultiWorkerJobs applied with kubectl, the real Job controller and
+garbage collector doing the rest."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks
+
+pytestmark = pytest.mark.e2e
+
+OPERATOR_NS = "tflaunch-system"
+SERVICE_ACCOUNT = "tflaunch-operator"
+
+
+def _operator_manifests() -> list[dict[str, Any]]:
+    """RBAC and ServiceAccount as shipped; the Deployment's container cannot run on kwok."""
+    docs = yaml.safe_load_all((ROOT / "manifests/operator/operator.yaml").read_text())
+    return [d for d in docs if d and d["kind"] not in {"Deployment", "NetworkPolicy"}]
+
+
+def _service_account_kubeconfig(cp: ControlPlane, path: Path) -> Path:
+    admin = yaml.safe_load(cp.kubeconfig.read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+    token = cp.kubectl(
+        "create", "token", SERVICE_ACCOUNT, "-n", OPERATOR_NS, "--duration", "2h"
+    ).out.strip()
+    server = dict(cluster["cluster"])
+    if "certificate-authority" in server:  # inline it: the file may move with the cluster
+        ca = Path(server.pop("certificate-authority")).read_bytes()
+        server["certificate-authority-data"] = base64.b64encode(ca).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": server}],
+        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "e2e", "user": SERVICE_ACCOUNT}}],
+        "current-context": "operator",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class Operator:
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log
+        self._log = log.open("w")
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "operator", "-A", "--liveness", "",
+             "--kubeconfig", str(kubeconfig)],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+        )  # fmt: skip
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    cp = control_plane
+    cp.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
+    cp.kubectl(
+        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
+        "--timeout=60s",
+    )  # fmt: skip
+    cp.apply(_operator_manifests())
+    home = tmp_path_factory.mktemp("operator")
+    kubeconfig = _service_account_kubeconfig(cp, home / "kubeconfig")
+    running = Operator(kubeconfig, home / "operator.log")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _mwj(name: str, namespace: str, hooks: dict[str, str], **spec: Any) -> dict[str, Any]:
+    example = yaml.safe_load((ROOT / "examples/mnist.yaml").read_text())
+    doc = copy.deepcopy(example)
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    doc["spec"].update(spec)
+    doc["spec"]["annotations"] = hooks
+    return doc
+
+
+def _status(cp: ControlPlane, name: str, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = cp.get("mwj", name, "-n", namespace).get("status") or {}
+    return found
+
+
+def _phase_is(cp: ControlPlane, name: str, namespace: str, phase: str) -> Any:
+    def check() -> Any:
+        status = _status(cp, name, namespace)
+        return status if status.get("phase") == phase else None
+
+    return check
+
+
+def test_a_multiworkerjob_applied_with_kubectl_runs_to_succeeded(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp = control_plane
+    cp.apply(_mwj("ok", namespace, pod_hooks(run_for="3s")))
+    jobs = eventually(
+        lambda: cp.get("jobs", "-n", namespace)["items"], what="the operator's Jobs",
+        timeout=60,
+    )  # fmt: skip
+    mwj_uid = cp.get("mwj", "ok", "-n", namespace)["metadata"]["uid"]
+    for obj in [*jobs, cp.get("service", "ok", "-n", namespace)]:
+        owners = obj["metadata"]["ownerReferences"]
+        assert [(o["kind"], o["uid"], o.get("controller")) for o in owners] == [
+            ("MultiWorkerJob", mwj_uid, True)
+        ]
+    status = eventually(
+        _phase_is(cp, "ok", namespace, "Succeeded"), what="phase Succeeded", timeout=90
+    )
+    assert status.get("restarts", 0) == 0
+
+
+def test_a_failed_worker_restarts_the_whole_group_once(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp = control_plane
+    hooks = pod_hooks(run_for="2s", worker_exit={1: 1}, fail_once=True)
+    cp.apply(_mwj("again", namespace, hooks, backoffLimit=2))
+    status = eventually(
+        _phase_is(cp, "again", namespace, "Succeeded"), what="Succeeded after a restart",
+        timeout=120,
+    )  # fmt: skip
+    assert status["restarts"] == 1, status
+    job = cp.get("jobs", "-n", namespace)["items"][0]
+    env = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TFLAUNCH_RESTARTS"] == "1"
+
+
+def test_a_configuration_error_fails_the_multiworkerjob_without_restart(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp = control_plane
+    cp.apply(_mwj("cfg", namespace, pod_hooks(run_for="1s", worker_exit={0: 78})))
+    status = eventually(_phase_is(cp, "cfg", namespace, "Failed"), what="Failed", timeout=90)
+    reasons = {c.get("reason") for c in status.get("conditions", [])}
+    assert "ConfigError" in reasons, status
+    assert status.get("restarts", 0) == 0
+
+
+def test_deleting_the_multiworkerjob_collects_every_child(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp = control_plane
+    cp.apply(_mwj("bye", namespace, pod_hooks(run_for="forever")))
+    eventually(
+        lambda: len(cp.get("pods", "-n", namespace)["items"]) == 2, what="both workers",
+        timeout=60,
+    )  # fmt: skip
+    cp.kubectl("delete", "mwj", "bye", "-n", namespace, "--wait=true", "--timeout=60s")
+    eventually(
+        lambda: not cp.get("jobs,pods,services,networkpolicies", "-n", namespace)["items"],
+        what="the garbage collector removing every child", timeout=60,
+    )  # fmt: skip
+
+
+def test_the_operators_service_account_cannot_leave_its_cluster_role(
+    control_plane: ControlPlane, operator: Operator
+) -> None:
+    cp = control_plane
+    as_operator = ["--kubeconfig", str(operator.kubeconfig)]
+    allowed = cp.kubectl(*as_operator, "get", "jobs", "-A", check=False)
+    assert allowed.code == 0, allowed
+    for verb in (("get", "secrets", "-A"), ("get", "configmaps", "-n", "default")):
+        denied = cp.kubectl(*as_operator, *verb, check=False)
+        assert denied.code != 0 and "forbidden" in denied.err.lower(), denied
