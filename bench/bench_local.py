@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher import contract  # noqa: E402
+from launcher.core import contract  # noqa: E402
 from trainer.synthetic import make_mnist_like  # noqa: E402
 
 BASELINE_PREFIX = "BASELINE_RESULT "

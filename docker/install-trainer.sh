@@ -76,12 +76,12 @@ tf_dist, tf_version, tf_keras_version = sys.argv[1:]
 import tensorflow as tf
 import tf_keras
 
-import launcher.contract
+import launcher.core.contract
 import trainer
 
 assert md.version(tf_dist) == tf_version, f"{tf_dist} moved to {md.version(tf_dist)}"
 assert tf.__version__ == tf_version, f"TensorFlow {tf.__version__}, expected {tf_version}"
 assert md.version("tf-keras") == tf_keras_version, md.version("tf-keras")
 print(f"install-trainer: TensorFlow {tf.__version__}, tf-keras {tf_keras.__version__}, "
-      f"tflaunch {md.version('tflaunch')} ({trainer.__name__}, {launcher.contract.__name__})")
+      f"tflaunch {md.version('tflaunch')} ({trainer.__name__}, {launcher.core.contract.__name__})")
 PY

@@ -16,10 +16,11 @@ from typing import Any
 
 import click
 
-from launcher import __version__, cluster_cli, operator_cli, render, tfconfig
-from launcher.errors import ExitStatus, TflaunchError
+from launcher import __version__, cluster_cli, operator_cli
+from launcher.core import render, tfconfig
+from launcher.core.errors import ExitStatus, TflaunchError
+from launcher.core.spec import MultiWorkerJob
 from launcher.options import program_name, spec_options, with_spec
-from launcher.spec import MultiWorkerJob
 
 
 @click.group(
@@ -100,7 +101,7 @@ def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_sch
     Example:
       tflaunch validate examples/mnist.yaml --kubernetes-version 1.29
     """
-    from launcher import schemas  # optional dependency, only needed here
+    from launcher.core import schemas  # optional dependency, only needed here
 
     objects = render.render(job)
     if no_schema:

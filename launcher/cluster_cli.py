@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from launcher import doctor as checks
-from launcher import names, render, status
-from launcher.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher import status
+from launcher.core import names, render
+from launcher.core.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.core.spec import MultiWorkerJob
 from launcher.options import (
     cluster_options,
     job_from_options,
@@ -27,7 +29,6 @@ from launcher.options import (
     spec_options,
     with_spec,
 )
-from launcher.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher import k8s
@@ -550,7 +551,7 @@ def doctor_command(
 
 def _guarded(name: str, run: Callable[[], checks.Check]) -> checks.Check:
     """A check whose reads RBAC may forbid: a skip that says so instead of an abort."""
-    from launcher.errors import Forbidden
+    from launcher.core.errors import Forbidden
 
     try:
         return run()

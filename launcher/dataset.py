@@ -16,8 +16,8 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from launcher import contract
-from launcher.errors import SpecError
+from launcher.core import contract
+from launcher.core.errors import SpecError
 
 DOWNLOAD_TIMEOUT_SECONDS = 60
 

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from launcher import contract, labels, status
+from launcher import status
+from launcher.core import contract, labels
 
 Obj = Mapping[str, Any]
 GPU = "nvidia.com/gpu"

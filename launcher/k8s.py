@@ -3,7 +3,7 @@
 Why one edge: every call goes through `Cluster`, which takes an injected `ApiClient` (tests
 point it at a mock API server over real HTTP; `connect()` builds it from a kubeconfig or the
 pod's service account, never at import time). Everything it returns is plain data (dicts
-exactly as the API server sent them), and every failure leaves here as a `launcher.errors`
+exactly as the API server sent them), and every failure leaves here as a `launcher.core.errors`
 exception that says what went wrong and how to fix it, so the core stays pure and the CLI
 only prints one line.
 
@@ -36,8 +36,9 @@ from kubernetes import client
 from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
-from launcher import crd, labels, names
-from launcher.errors import (
+from launcher import crd
+from launcher.core import labels, names
+from launcher.core.errors import (
     ClusterError,
     ClusterUnreachable,
     Conflict,

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from launcher import contract, tfconfig, workload
-from launcher.errors import WorkersFailed
-from launcher.spec import MultiWorkerJob
+from launcher.core import contract, tfconfig, workload
+from launcher.core.errors import WorkersFailed
+from launcher.core.spec import MultiWorkerJob
 
 LOOPBACK = "127.0.0.1"
 STOP_GRACE_SECONDS = 10.0

@@ -24,8 +24,9 @@ from typing import Any, cast
 
 import kopf
 
-from launcher import crd, k8s, labels, reconcile
-from launcher.errors import ClusterError, Forbidden, Invalid, TflaunchError
+from launcher import crd, k8s, reconcile
+from launcher.core import labels
+from launcher.core.errors import ClusterError, Forbidden, Invalid, TflaunchError
 from launcher.k8s import Cluster
 
 logger = logging.getLogger("tflaunch.operator")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from launcher.errors import ExitStatus, TflaunchError
+from launcher.core.errors import ExitStatus, TflaunchError
 from launcher.options import cluster_options
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from launcher.spec import MultiWorkerJob, load_job, parse_assignment
+from launcher.core.spec import MultiWorkerJob, load_job, parse_assignment
 
 F = TypeVar("F", bound=Callable[..., Any])
 

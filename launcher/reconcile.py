@@ -30,10 +30,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from launcher import contract, crd, labels, names, render
-from launcher import spec as spec_model
+from launcher import crd
+from launcher.core import contract, labels, names, render
+from launcher.core import spec as spec_model
+from launcher.core.errors import SpecError
 from launcher.crd import Condition, Phase, Status
-from launcher.errors import SpecError
 
 K8sObject = dict[str, Any]
 

@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from launcher import contract, labels
+from launcher.core import contract, labels
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
 Obj = Mapping[str, Any]

@@ -139,8 +139,8 @@ import sys
 
 import yaml
 
-from launcher.errors import SpecError
-from launcher.spec import apply_overrides, job_from_document, read_document
+from launcher.core.errors import SpecError
+from launcher.core.spec import apply_overrides, job_from_document, read_document
 
 spec, name, namespace, image, workers, epochs = sys.argv[1:]
 try:

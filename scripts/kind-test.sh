@@ -3,7 +3,7 @@
 #
 # Submits examples/mnist.yaml with the image `make kind-load` put into the cluster, waits for
 # the job, checks that Kubernetes marks it Complete, and looks for the chief's result line
-# (launcher.contract.RESULT_LINE_PREFIX, then JSON) in worker 0's logs. Whatever happens, the
+# (launcher.core.contract.RESULT_LINE_PREFIX, then JSON) in worker 0's logs. Whatever happens, the
 # job and the namespace it created are deleted on exit; on a failure, what is needed to debug
 # is saved into ARTIFACTS first.
 #
@@ -36,7 +36,7 @@ PYTHON=${PYTHON:-python3}
 log() { printf 'kind-test: %s\n' "$*" >&2; }
 
 # The marker comes from the contract module the trainer prints it with: one source of truth.
-result_prefix=$("$PYTHON" -c 'from launcher.contract import RESULT_LINE_PREFIX as p; print(p, end="")')
+result_prefix=$("$PYTHON" -c 'from launcher.core.contract import RESULT_LINE_PREFIX as p; print(p, end="")')
 worker0_selector="batch.kubernetes.io/job-completion-index=0,tflaunch.dev/job-name=${NAME}"
 job_selector="tflaunch.dev/job-name=${NAME}"
 

@@ -12,7 +12,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 
-from launcher import contract
+from launcher.core import contract
 
 SAVE_FREQ_EPOCH = "epoch"
 THREADS_AUTO = "auto"

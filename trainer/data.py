@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from launcher import contract
+from launcher.core import contract
 from trainer.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -1,14 +1,14 @@
 """Errors that know their exit code.
 
 The Job's podFailurePolicy reads the exit code of `python -m trainer` (see
-`launcher.contract`): a configuration error fails the Job at once, anything else may be
+`launcher.core.contract`): a configuration error fails the Job at once, anything else may be
 retried. Raising the right subclass is therefore the whole error-handling policy; only
 `trainer.main` turns them into a log line and an exit code.
 """
 
 from __future__ import annotations
 
-from launcher import contract
+from launcher.core import contract
 
 
 class TrainerError(Exception):

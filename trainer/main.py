@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 
-from launcher import contract
+from launcher.core import contract
 from trainer import data, logs, preflight
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import ConfigError, TrainerError

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 from types import TracebackType
 from typing import Any
 
-from launcher import contract
+from launcher.core import contract
 from trainer.errors import ConfigError, RendezvousTimeout, TransientError
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from launcher import contract
+from launcher.core import contract
 from trainer import data
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from launcher import contract
+from launcher.core import contract
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from launcher import cli, k8s, render, spec
+from launcher import cli, k8s
+from launcher.core import render, spec
 from tests.cluster.fakeapi import FakeKubernetes
 
 

@@ -6,7 +6,7 @@ import copy
 import datetime
 from typing import Any
 
-from launcher import labels
+from launcher.core import labels
 
 Obj = dict[str, Any]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import k8s, labels
-from launcher.errors import Conflict, Invalid, SpecChanged
+from launcher import k8s
+from launcher.core import labels
+from launcher.core.errors import Conflict, Invalid, SpecChanged
 from tests.cluster.conftest import job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 

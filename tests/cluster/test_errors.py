@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from launcher import k8s
-from launcher.errors import ClusterError, ClusterUnreachable, Conflict, ExitStatus, Forbidden
+from launcher.core.errors import ClusterError, ClusterUnreachable, Conflict, ExitStatus, Forbidden
 from tests.cluster.conftest import Result, cluster_at, job_objects, write_kubeconfig
 from tests.cluster.fakeapi import FakeKubernetes
 

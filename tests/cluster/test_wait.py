@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from launcher import k8s
-from launcher.errors import ExitStatus
+from launcher.core.errors import ExitStatus
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import pod_for, with_condition

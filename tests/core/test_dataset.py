@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import contract, dataset
+from launcher import dataset
 from launcher.cli import run
-from launcher.errors import SpecError
+from launcher.core import contract
+from launcher.core.errors import SpecError
 
 
 @pytest.fixture

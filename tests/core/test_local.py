@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher import contract
+from launcher.core import contract
+from launcher.core.spec import load_job
 from launcher.local import Attempt, LocalPaths, next_step, worker_commands
-from launcher.spec import load_job
 
 # --- the pure parts ------------------------------------------------------------------------
 

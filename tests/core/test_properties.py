@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launcher.cli import run
-from launcher.errors import SpecError
-from launcher.spec import default_document, job_from_document
+from launcher.core.errors import SpecError
+from launcher.core.spec import default_document, job_from_document
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 

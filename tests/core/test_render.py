@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.render import render, to_json, to_yaml
-from launcher.spec import load_job
+from launcher.core.render import render, to_json, to_yaml
+from launcher.core.spec import load_job
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden"
@@ -83,7 +83,7 @@ def _kitchen_sink(layout: str) -> list[dict]:
 
 
 def _newest_kubernetes() -> str:
-    from launcher.schemas import latest_kubernetes_version
+    from launcher.core.schemas import latest_kubernetes_version
 
     return latest_kubernetes_version()
 
@@ -92,7 +92,7 @@ def _newest_kubernetes() -> str:
 @pytest.mark.parametrize("layout", ["indexed", "per-worker"])
 def test_every_object_validates_strictly_against_upstream_schemas(version, layout):
     pytest.importorskip("kubernetes_validate")
-    from launcher.schemas import validate_objects
+    from launcher.core.schemas import validate_objects
 
     version = _newest_kubernetes() if version == "newest" else version
     validate_objects(_kitchen_sink(layout), version)
@@ -141,7 +141,7 @@ def test_pods_are_hardened_and_never_restarted_in_place():
 
 
 def test_config_errors_fail_the_job_and_evictions_are_not_counted():
-    from launcher import contract
+    from launcher.core import contract
 
     (job,) = [o for o in render(load_job(None)) if o["kind"] == "Job"]
     rules = job["spec"]["podFailurePolicy"]["rules"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from launcher.cli import run
-from launcher.errors import SpecError
-from launcher.spec import default_document, load_job
+from launcher.core.errors import SpecError
+from launcher.core.spec import default_document, load_job
 
 EXAMPLE = "examples/mnist.yaml"
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from launcher import tfconfig
-from launcher.render import render
-from launcher.spec import load_job
+from launcher.core import tfconfig
+from launcher.core.render import render
+from launcher.core.spec import load_job
 from tests.core.k8s_emulation import container_env, pod_fqdn, pods_of_job
 
 

@@ -31,8 +31,8 @@ ALLOWED_FAILURES = {
 }
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("launcher.render") is None,
-    reason="launcher.render is not written yet",
+    importlib.util.find_spec("launcher.core.render") is None,
+    reason="launcher.core.render is not written yet",
 )
 
 

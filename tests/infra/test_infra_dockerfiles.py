@@ -2,7 +2,7 @@
 
 The trainer image must agree with the rest of the project: the TensorFlow it is built on is
 the one pyproject's `trainer` extra pins, the environment and user are the ones
-launcher/contract.py and the Job template expect, and the data set is the verified MNIST.
+launcher/core/contract.py and the Job template expect, and the data set is the verified MNIST.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 from tests.infra._infra import REPO
 
 MNIST_URL = contract.MNIST_URL

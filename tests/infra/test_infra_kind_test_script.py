@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.contract import RESULT_LINE_PREFIX
+from launcher.core.contract import RESULT_LINE_PREFIX
 from tests.infra._stubs import USERS_KUBECONFIG, Answer, Run, rule, run_with_stubs
 
 GOOD_LOG = f'epoch 3/3\n{RESULT_LINE_PREFIX}{{"accuracy": 0.97, "workers": 2}}\ndone\n'

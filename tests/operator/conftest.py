@@ -14,7 +14,8 @@ import kmock as kmock_lib
 import pytest
 from kubernetes import client
 
-from launcher import contract, crd, k8s, labels, operator
+from launcher import crd, k8s, operator
+from launcher.core import contract, labels
 from tests.operator.sim import T0, resource
 
 MWJ = f"{crd.API_VERSION}/{crd.PLURAL}"

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from launcher import contract, crd, reconcile
+from launcher import crd, reconcile
+from launcher.core import contract
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
 RESULT = {"test_accuracy": 0.9812, "test_loss": 0.061, "epochs": 3}
@@ -240,7 +241,7 @@ def _owner_uid(obj: dict[str, Any]) -> str:
 
 
 def _index(pod: dict[str, Any]) -> int | None:
-    from launcher import labels
+    from launcher.core import labels
 
     meta = pod["metadata"]
     return labels.worker_index_of(meta.get("labels", {}), meta.get("annotations", {}))

@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from launcher import crd, spec
+from launcher import crd
+from launcher.core import spec
 from tests.operator.sim import Cluster, resource, result_log
 
 CRD_FILE = "manifests/operator/crd.yaml"

@@ -15,7 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from launcher import __version__, contract
+from launcher import __version__
+from launcher.core import contract
 from launcher.operator_cli import operator_command
 from tests.operator.conftest import Api
 from tests.operator.sim import result_log

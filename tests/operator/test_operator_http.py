@@ -6,7 +6,8 @@ import asyncio
 import json
 from typing import Any
 
-from launcher import contract, operator, reconcile
+from launcher import operator, reconcile
+from launcher.core import contract
 from tests.operator.conftest import JOBS, MWJ, NETWORK_POLICIES, PODS, SERVICES, Api, later
 from tests.operator.sim import RESULT, result_log
 

@@ -6,8 +6,9 @@ import datetime
 
 import pytest
 
-from launcher import contract, crd, labels, render
-from launcher import spec as spec_model
+from launcher import crd
+from launcher.core import contract, labels, render
+from launcher.core import spec as spec_model
 from launcher.reconcile import Observed, children, decide, parse_result, rejected, trimmed
 from tests.operator.sim import RESULT, Cluster, resource, result_log
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 
 # In-process tests import TensorFlow (model, data pipelines): tf-keras must be selected
 # before the first import, exactly as in `python -m trainer`.

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 from trainer.synthetic import make_mnist_like
 
 from .conftest import Spawn, free_ports, tf_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 from trainer.config import TrainConfig, parse_args
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 from trainer import model as model_lib
 from trainer import train
 from trainer.watchdog import Watchdog

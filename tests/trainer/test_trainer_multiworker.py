@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 
 from .conftest import SpawnGroup
 

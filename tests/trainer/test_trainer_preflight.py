@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import contract
+from launcher.core import contract
 from trainer import preflight
 from trainer.errors import ConfigError, RendezvousTimeout
 from trainer.preflight import Cluster

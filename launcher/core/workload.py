@@ -6,8 +6,8 @@ program with the same flags and environment as a pod, only with other paths and 
 
 from __future__ import annotations
 
-from launcher import contract
-from launcher.spec import MultiWorkerJob
+from launcher.core import contract
+from launcher.core.spec import MultiWorkerJob
 
 
 def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> list[str]:

@@ -23,9 +23,9 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
-from launcher import contract, labels
-from launcher.errors import SpecError
-from launcher.names import worker_hostname
+from launcher.core import contract, labels
+from launcher.core.errors import SpecError
+from launcher.core.names import worker_hostname
 
 API_VERSION = "tflaunch.dev/v1alpha1"
 KIND = "MultiWorkerJob"
@@ -221,7 +221,7 @@ class MultiWorkerJob:
 
 def default_document() -> dict[str, Any]:
     """The embedded default job (the same as examples/mnist.yaml)."""
-    text = resources.files("launcher").joinpath("default_job.yaml").read_text()
+    text = resources.files("launcher.core").joinpath("default_job.yaml").read_text()
     document = yaml.safe_load(text)
     assert isinstance(document, dict)
     return document

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from launcher.errors import SpecError, TflaunchError
+from launcher.core.errors import SpecError, TflaunchError
 
 
 class SchemaUnavailable(TflaunchError):

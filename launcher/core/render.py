@@ -16,9 +16,9 @@ from typing import Any
 import jinja2
 import yaml
 
-from launcher import contract, labels, names, tfconfig, workload
-from launcher.errors import RenderError
-from launcher.spec import MultiWorkerJob
+from launcher.core import contract, labels, names, tfconfig, workload
+from launcher.core.errors import RenderError
+from launcher.core.spec import MultiWorkerJob
 
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"
