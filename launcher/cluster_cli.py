@@ -1,9 +1,9 @@
 """The commands that talk to a cluster: submit, status, logs, wait, delete, list, doctor.
 
-Each command parses its flags, asks `launcher.k8s` for plain objects, hands them to the pure
-readers (`launcher.status`, `launcher.doctor`) and prints the result. Errors are raised, never
-printed here: `launcher.cli.run` turns them into one line and an exit code. `register()`
-adds the commands to the `tflaunch` group.
+Each command parses its flags, asks `launcher.cluster` for plain objects, hands them to the
+pure readers (`launcher.cluster.status`, `launcher.cluster.doctor`) and prints the result.
+Errors are raised, never printed here: `launcher.cli.run` turns them into one line and an
+exit code. `register()` adds the commands to the `tflaunch` group.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher import doctor as checks
-from launcher import status
+from launcher.cluster import doctor as checks
+from launcher.cluster import status
 from launcher.core import names, render
 from launcher.core.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
 from launcher.core.spec import MultiWorkerJob
@@ -31,7 +31,8 @@ from launcher.options import (
 )
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
-    from launcher import k8s
+    from launcher.cluster.client import Cluster
+    from launcher.cluster.find import JobObjects
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,10 +46,10 @@ def namespace_option(func: F) -> F:
     )(func)
 
 
-def _connect(kubeconfig: str | None, kube_context: str | None) -> k8s.Cluster:
-    from launcher import k8s
+def _connect(kubeconfig: str | None, kube_context: str | None) -> Cluster:
+    from launcher.cluster import client
 
-    return k8s.connect(kubeconfig, kube_context)
+    return client.connect(kubeconfig, kube_context)
 
 
 def _now() -> datetime.datetime:
@@ -152,8 +153,10 @@ def submit_command(
         raise click.UsageError("--dry-run and --wait cannot be combined")
     objects = render.render(job)
     cluster = _connect(kubeconfig, kube_context)
+    from launcher.cluster import apply
+
     program = program_name()
-    applied = cluster.apply_job(objects, replace=replace, dry_run=dry_run, program=program)
+    applied = apply.apply_job(cluster, objects, replace=replace, dry_run=dry_run, program=program)
     suffix = " (dry run)" if dry_run else ""
     for item in applied:
         click.echo(f"{_kind(item.kind)}/{item.name} {item.action}{suffix}")
@@ -189,8 +192,10 @@ def status_command(
       tflaunch status mnist -n ml
     """
     cluster = _connect(kubeconfig, kube_context)
+    from launcher.cluster import find
+
     ns = namespace or cluster.namespace
-    found = cluster.job_objects(name, ns)
+    found = find.job_objects(cluster, name, ns)
     if not found.jobs and not found.pods:
         raise _not_found(name, ns)
     summary = status.summarize(name, ns, found.jobs, found.pods)
@@ -252,15 +257,23 @@ def logs_command(
     """
     since_seconds = parse_duration(since, "--since") if since is not None else None
     cluster = _connect(kubeconfig, kube_context)
+    from launcher.cluster import logs
+
     ns = namespace or cluster.namespace
     pods_seen: dict[int | None, int] = {}
 
-    def finished(objects: k8s.JobObjects) -> bool:
+    def finished(objects: JobObjects) -> bool:
         return status.summarize(name, ns, objects.jobs, objects.pods).finished
 
     try:
-        for line in cluster.job_logs(
-            name, ns, worker=worker, follow=follow, since_seconds=since_seconds, finished=finished
+        for line in logs.job_logs(
+            cluster,
+            name,
+            ns,
+            worker=worker,
+            follow=follow,
+            since_seconds=since_seconds,
+            finished=finished,
         ):
             prefix = f"[worker {line.index if line.index is not None else '?'}]"
             if line.text is None:  # a newly followed pod
@@ -331,20 +344,22 @@ class _Progress:
 
 
 def _wait(
-    cluster: k8s.Cluster,
+    cluster: Cluster,
     name: str,
     namespace: str,
     timeout: float | None,
     pending_warning: float,
 ) -> int:
     """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure."""
+    from launcher.cluster import find, watch
+
     start = time.monotonic()
     progress = _Progress()
     warned: set[tuple[int, str | None]] = set()
     restarts: dict[int, int] = {}
     seen = False
     try:
-        for objects in cluster.watch_job(name, namespace, tick=0.5):
+        for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
             if not objects.jobs:
                 if seen:
@@ -376,7 +391,7 @@ def _wait(
                 return ExitStatus.SUCCESS
             if summary.state == "Failed":
                 # The Pod watch may lag the Job's: read the pods once more for the culprit.
-                final = cluster.job_objects(name, namespace)
+                final = find.job_objects(cluster, name, namespace)
                 jobs = final.jobs or objects.jobs
                 summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
                 raise JobFailed(status.failure_message(summary))
@@ -416,8 +431,10 @@ def delete_command(
       tflaunch delete mnist -n ml
     """
     cluster = _connect(kubeconfig, kube_context)
+    from launcher.cluster import apply
+
     ns = namespace or cluster.namespace
-    deleted = cluster.delete_job(name, ns, wait=wait, timeout=timeout)
+    deleted = apply.delete_job(cluster, name, ns, wait=wait, timeout=timeout)
     if not deleted:
         click.echo(f"nothing to delete: no objects of job {name} in namespace {ns}")
         return
@@ -445,8 +462,10 @@ def list_command(
     if all_namespaces and namespace:
         raise click.UsageError("-A/--all-namespaces and -n/--namespace cannot be combined")
     cluster = _connect(kubeconfig, kube_context)
+    from launcher.cluster import find
+
     ns = namespace or cluster.namespace
-    groups = status.group_jobs(cluster.managed_jobs(ns, all_namespaces=all_namespaces))
+    groups = status.group_jobs(find.managed_jobs(cluster, ns, all_namespaces=all_namespaces))
     if not groups:
         where = "any namespace" if all_namespaces else f"namespace {ns}"
         click.echo(f"no tflaunch jobs in {where}", err=True)
@@ -498,9 +517,11 @@ def doctor_command(
         raise click.UsageError("give a job NAME or --spec, not both")
     planned = job_from_options(spec_file, ()) if spec_file else None
     cluster = _connect(kubeconfig, kube_context)
+    from launcher.cluster import find
+
     ns = namespace or (planned.namespace if planned else cluster.namespace)
     results: list[checks.Check] = [checks.ok("API server", f"reachable at {cluster.server}")]
-    found = cluster.job_objects(name, ns) if name else None
+    found = find.job_objects(cluster, name, ns) if name else None
     if found is not None and not found.jobs and not found.pods:
         results.append(
             checks.fail(
@@ -517,12 +538,14 @@ def doctor_command(
         else []
     )
     needs = checks.needs_of(jobs)
-    results.append(_guarded("GPU nodes", lambda: checks.check_gpu_nodes(cluster.nodes(), needs)))
+    results.append(
+        _guarded("GPU nodes", lambda: checks.check_gpu_nodes(find.nodes(cluster), needs))
+    )
     admitted = bool(found and found.pods)
     results.append(
         _guarded(
             "ResourceQuota",
-            lambda: checks.check_quota(cluster.resource_quotas(ns), needs, admitted),
+            lambda: checks.check_quota(find.resource_quotas(cluster, ns), needs, admitted),
         )
     )
     if found is not None and (found.jobs or found.pods):
@@ -533,7 +556,7 @@ def doctor_command(
             _guarded(
                 "Service endpoints",
                 lambda: checks.check_endpoints(
-                    cluster.endpoint_slices(service, ns), found.pods, service
+                    find.endpoint_slices(cluster, service, ns), found.pods, service
                 ),
             )
         )

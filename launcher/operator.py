@@ -1,7 +1,7 @@
 """The operator edge: kopf tells us what changed, `reconcile.decide()` says what to do.
 
 kopf only watches and calls us; every decision is in the pure `launcher.reconcile`, and
-every Kubernetes call goes through `launcher.k8s`. One reconcile reads the MultiWorkerJob
+every Kubernetes call goes through `launcher.cluster`. One reconcile reads the MultiWorkerJob
 and its Jobs and pods afresh, decides, writes the status, then acts, so it does not matter
 which event caused it, or how many: the handlers only say "look at this MultiWorkerJob".
 
@@ -24,10 +24,11 @@ from typing import Any, cast
 
 import kopf
 
-from launcher import crd, k8s, reconcile
+from launcher import crd, reconcile
+from launcher.cluster import client, custom
+from launcher.cluster.client import Cluster
 from launcher.core import labels
 from launcher.core.errors import ClusterError, Forbidden, Invalid, TflaunchError
-from launcher.k8s import Cluster
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -35,6 +36,9 @@ ERROR_RETRY_SECONDS = 15.0
 """When the API failed during a reconcile, try again after this long."""
 
 Emit = Callable[[Mapping[str, Any], reconcile.Event], None]
+
+MULTIWORKERJOB = client.custom_kind(crd.KIND, crd.API_VERSION, crd.PLURAL)
+"""The custom resource, as `launcher.cluster.custom` reads and writes it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +63,7 @@ def reconcile_once(
             failed call was done, and a later reconcile picks up from what the cluster shows.
         ClusterError: the API failed while reading.
     """
-    resource = k8s.get_multiworkerjob(cluster, name, namespace)
+    resource = custom.get_custom(cluster, MULTIWORKERJOB, name, namespace)
     if resource is None:
         return Outcome(None, reconcile.Plan())
     selector = labels.job_selector_string(name)
@@ -94,7 +98,7 @@ class ReconcileError(ClusterError):
 def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
     """The tail of the chief's log; None when it cannot be read for good (gone, forbidden)."""
     try:
-        return k8s.pod_log_tail(cluster, pod, namespace, reconcile.LOG_TAIL_LINES)
+        return custom.pod_log_tail(cluster, pod, namespace, reconcile.LOG_TAIL_LINES)
     except Forbidden as error:
         logger.warning("%s/%s: cannot read the result: %s", namespace, pod, error)
         return None
@@ -105,17 +109,17 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
     meta = resource["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     if plan.status is not None:
-        k8s.patch_multiworkerjob_status(
-            cluster, name, namespace, status_patch(resource, plan.status)
+        custom.patch_custom_status(
+            cluster, MULTIWORKERJOB, name, namespace, status_patch(resource, plan.status)
         )
     for job in plan.delete_jobs:
         cluster.delete("Job", job, namespace, propagation="Foreground")
     for job, patch in plan.patch_jobs:
-        k8s.merge_patch(cluster, "Job", job, namespace, patch)
+        custom.merge_patch(cluster, "Job", job, namespace, patch)
     for obj in plan.create:
-        k8s.create_object(cluster, obj)  # None: it exists already, which is what we want
+        custom.create_object(cluster, obj)  # None: it exists already, which is what we want
     if plan.delete_resource:
-        k8s.delete_multiworkerjob(cluster, name, namespace)
+        custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace)
 
 
 def status_patch(resource: Mapping[str, Any], status: crd.Status) -> dict[str, Any]:
@@ -132,7 +136,7 @@ class Controller:
     """Runs reconciles on kopf's event loop: one at a time per resource, coalesced, requeued.
 
     Args:
-        cluster: the API, through `launcher.k8s`.
+        cluster: the API, through `launcher.cluster`.
         emit: posts an event on the resource (kopf.event in the operator; a list in tests).
     """
 
@@ -224,7 +228,7 @@ def kopf_event(resource: Mapping[str, Any], event: reconcile.Event) -> None:
 
 
 def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
-    """kopf's credentials, from the same client configuration as `launcher.k8s` (so that
+    """kopf's credentials, from the same client configuration as `launcher.cluster` (so that
     --kubeconfig/--context, or the pod's service account, hold for the watches too)."""
     configuration: Any = cluster.api_client.configuration
     if configuration.refresh_api_key_hook is not None:  # e.g. a rotated service account token

@@ -76,9 +76,9 @@ def operator_command(
         raise KopfMissing(
             "the operator needs kopf, which is not installed: pip install 'tflaunch[operator]'"
         ) from None
-    from launcher import k8s
+    from launcher.cluster import client
 
-    cluster = k8s.connect(kubeconfig, kube_context)
+    cluster = client.connect(kubeconfig, kube_context)
     served = list(namespaces) or ([] if all_namespaces else [cluster.namespace])
     _logging(verbose)
     controller = operator.Controller(cluster, operator.kopf_event)

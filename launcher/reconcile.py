@@ -3,7 +3,7 @@
 Pure: `decide()` takes the observed state as plain dicts (the resource, its child Jobs and
 their pods, the time) and returns a `Plan` (objects to create, Jobs to delete or patch, the
 new status, the events to post). The kopf handlers in `launcher.operator` only observe, call
-`decide()` and carry the plan out through `launcher.k8s`, so every rule below is testable
+`decide()` and carry the plan out through `launcher.cluster`, so every rule below is testable
 without a cluster, and a reconcile can run any number of times with the same outcome.
 
 Why the rules are what they are:

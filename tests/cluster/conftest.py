@@ -12,7 +12,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from launcher import cli, k8s
+from launcher import cli
+from launcher.cluster import apply
+from launcher.cluster.client import Cluster
 from launcher.core import render, spec
 from tests.cluster.fakeapi import FakeKubernetes
 
@@ -23,15 +25,15 @@ def fake() -> Iterator[FakeKubernetes]:
         yield server
 
 
-def cluster_at(url: str, namespace: str = "default") -> k8s.Cluster:
+def cluster_at(url: str, namespace: str = "default") -> Cluster:
     """A Cluster built the way `connect()` builds one, only pointed at `url`."""
     configuration = client.Configuration(host=url)
     configuration.retries = 1
-    return k8s.Cluster(client.ApiClient(configuration), namespace=namespace)
+    return Cluster(client.ApiClient(configuration), namespace=namespace)
 
 
 @pytest.fixture
-def cluster(fake: FakeKubernetes) -> Iterator[k8s.Cluster]:
+def cluster(fake: FakeKubernetes) -> Iterator[Cluster]:
     api = cluster_at(fake.url)
     yield api
     api.close()
@@ -90,7 +92,7 @@ def job_objects(**overrides: Any) -> list[dict[str, Any]]:
     return render.render(spec.load_job(None, pairs))
 
 
-def submit(cluster: k8s.Cluster, **overrides: Any) -> list[dict[str, Any]]:
+def submit(cluster: Cluster, **overrides: Any) -> list[dict[str, Any]]:
     """Apply a job; return the stored objects (with their uids)."""
-    cluster.apply_job(job_objects(**overrides))
+    apply.apply_job(cluster, job_objects(**overrides))
     return [o for o in job_objects(**overrides)]

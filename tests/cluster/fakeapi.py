@@ -3,7 +3,7 @@
 Why not kmock's emulator: it stores every PATCH (dry-run ones included) and answers a
 server-side apply of a missing object with 404 from inside its request handler, before any
 user reaction can run; it also ignores label selectors and has no resourceVersions, 410s or
-pod logs. Those are exactly the behaviours `launcher.k8s` depends on, so this server models
+pod logs. Those are exactly the behaviours `launcher.cluster` depends on, so this server models
 them (and only them): create/get/list/watch/apply/delete with `dryRun`, label selectors,
 resourceVersions with expiry, foreground deletion through ownerReferences, a Job's immutable
 pod template (422 with causes), pod logs (following included), and injected failures.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import k8s
+from launcher.cluster import apply
+from launcher.cluster.client import Cluster
 from launcher.core import labels
 from launcher.core.errors import Conflict, Invalid, SpecChanged
 from tests.cluster.conftest import job_objects
@@ -16,9 +17,9 @@ def stored(fake: FakeKubernetes) -> dict[tuple[str, str], dict]:
 
 
 def test_submitting_creates_the_service_network_policy_and_indexed_job(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    applied = cluster.apply_job(job_objects())
+    applied = apply.apply_job(cluster, job_objects())
 
     assert [(a.kind, a.name, a.action) for a in applied] == [
         ("Service", "mnist", "created"),
@@ -35,13 +36,13 @@ def test_submitting_creates_the_service_network_policy_and_indexed_job(
 
 
 def test_submitting_the_same_spec_twice_writes_nothing_the_second_time(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     before = stored(fake)
     writes = len(fake.writes())
 
-    applied = cluster.apply_job(job_objects())
+    applied = apply.apply_job(cluster, job_objects())
 
     assert {a.action for a in applied} == {"unchanged"}
     assert len(fake.writes()) == writes
@@ -49,14 +50,14 @@ def test_submitting_the_same_spec_twice_writes_nothing_the_second_time(
 
 
 def test_a_changed_spec_for_an_existing_job_is_refused_and_nothing_is_applied(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     before = stored(fake)
     writes = len(fake.writes())
 
     with pytest.raises(SpecChanged) as refused:
-        cluster.apply_job(job_objects(spec__workers=4, metadata__name="mnist"))
+        apply.apply_job(cluster, job_objects(spec__workers=4, metadata__name="mnist"))
 
     message = str(refused.value)
     assert "delete it first (tflaunch delete mnist -n default), or use --replace" in message
@@ -65,20 +66,20 @@ def test_a_changed_spec_for_an_existing_job_is_refused_and_nothing_is_applied(
     assert stored(fake) == before
 
 
-def test_the_hint_names_the_program_the_user_ran(cluster: k8s.Cluster) -> None:
-    cluster.apply_job(job_objects())
+def test_the_hint_names_the_program_the_user_ran(cluster: Cluster) -> None:
+    apply.apply_job(cluster, job_objects())
 
     with pytest.raises(SpecChanged, match=r"kubectl tflaunch delete mnist"):
-        cluster.apply_job(job_objects(spec__workers=4), program="kubectl tflaunch")
+        apply.apply_job(cluster, job_objects(spec__workers=4), program="kubectl tflaunch")
 
 
 def test_replace_deletes_the_old_objects_then_creates_the_new_ones(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     old_uid = fake.get("Job", "mnist-worker")["metadata"]["uid"]
 
-    cluster.apply_job(job_objects(spec__workers=4), replace=True)
+    apply.apply_job(cluster, job_objects(spec__workers=4), replace=True)
 
     job = fake.get("Job", "mnist-worker")
     assert job["metadata"]["uid"] != old_uid
@@ -88,9 +89,9 @@ def test_replace_deletes_the_old_objects_then_creates_the_new_ones(
 
 
 def test_replace_refuses_an_invalid_new_spec_before_deleting_anything(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     before = stored(fake)
     fake.fail(
         "POST",
@@ -101,16 +102,16 @@ def test_replace_refuses_an_invalid_new_spec_before_deleting_anything(
     )
 
     with pytest.raises(Invalid, match=r"spec.completions: must be less than 1000"):
-        cluster.apply_job(job_objects(spec__workers=4), replace=True)
+        apply.apply_job(cluster, job_objects(spec__workers=4), replace=True)
 
     assert not [r for r in fake.requests if r.method == "DELETE"]
     assert stored(fake) == before
 
 
 def test_a_dry_run_checks_with_the_server_and_stores_nothing(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    applied = cluster.apply_job(job_objects(), dry_run=True)
+    applied = apply.apply_job(cluster, job_objects(), dry_run=True)
 
     assert {a.action for a in applied} == {"created"}
     assert fake.all() == []
@@ -118,7 +119,7 @@ def test_a_dry_run_checks_with_the_server_and_stores_nothing(
 
 
 def test_a_rejected_object_stops_the_submission_before_anything_is_written(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
     fake.fail(
         "PATCH",
@@ -129,16 +130,16 @@ def test_a_rejected_object_stops_the_submission_before_anything_is_written(
     )
 
     with pytest.raises(Invalid, match=r"containers\[0\].image: Required value"):
-        cluster.apply_job(job_objects())
+        apply.apply_job(cluster, job_objects())
 
     assert fake.writes() == []
     assert fake.all() == []
 
 
 def test_the_service_and_network_policy_are_owned_by_the_indexed_job(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     job = fake.get("Job", "mnist-worker")
 
     for kind, name in (("Service", "mnist"), ("NetworkPolicy", "mnist-tf-peers")):
@@ -150,9 +151,9 @@ def test_the_service_and_network_policy_are_owned_by_the_indexed_job(
 
 
 def test_deleting_the_job_garbage_collects_its_service_and_network_policy(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
 
     cluster.delete("Job", "mnist-worker")  # what kubectl delete job, or the Job's TTL, does
 
@@ -160,9 +161,9 @@ def test_deleting_the_job_garbage_collects_its_service_and_network_policy(
 
 
 def test_per_worker_jobs_hand_ownership_to_worker_zero(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    applied = cluster.apply_job(job_objects(spec__layout="per-worker", spec__workers=4))
+    applied = apply.apply_job(cluster, job_objects(spec__layout="per-worker", spec__workers=4))
 
     assert [a.name for a in applied if a.kind == "Job"] == [
         "mnist-worker-0",
@@ -175,16 +176,16 @@ def test_per_worker_jobs_hand_ownership_to_worker_zero(
 
 
 def test_a_second_submission_keeps_the_owner_references(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
+    apply.apply_job(cluster, job_objects())
 
     assert fake.get("Service", "mnist")["metadata"]["ownerReferences"]
 
 
 def test_an_object_of_the_same_name_that_is_not_the_jobs_is_left_alone(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
     fake.put(
         {
@@ -195,15 +196,13 @@ def test_an_object_of_the_same_name_that_is_not_the_jobs_is_left_alone(
     )
 
     with pytest.raises(Conflict, match=r"Service mnist already exists .* belongs to something"):
-        cluster.apply_job(job_objects())
+        apply.apply_job(cluster, job_objects())
 
     assert fake.writes() == []
 
 
-def test_submitted_objects_carry_the_jobs_labels(
-    cluster: k8s.Cluster, fake: FakeKubernetes
-) -> None:
-    cluster.apply_job(job_objects())
+def test_submitted_objects_carry_the_jobs_labels(cluster: Cluster, fake: FakeKubernetes) -> None:
+    apply.apply_job(cluster, job_objects())
 
     for obj in fake.all():
         assert obj["metadata"]["labels"][labels.JOB_NAME] == "mnist"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from launcher import k8s
+from launcher.cluster import apply
+from launcher.cluster.client import Cluster
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import pod_for, with_active, with_condition
@@ -13,9 +14,9 @@ Tflaunch = Callable[..., Result]
 
 
 def test_delete_removes_the_jobs_pods_service_and_network_policy(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     job = fake.get("Job", "mnist-worker")
     fake.put(pod_for(job, 0))
     fake.put(pod_for(job, 1))
@@ -36,9 +37,9 @@ def test_delete_removes_the_jobs_pods_service_and_network_policy(
 
 
 def test_deleting_twice_is_fine_and_says_nothing_to_delete(
-    tflaunch: Tflaunch, cluster: k8s.Cluster
+    tflaunch: Tflaunch, cluster: Cluster
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     assert tflaunch("delete", "mnist").code == 0
 
     result = tflaunch("delete", "mnist")
@@ -48,10 +49,10 @@ def test_deleting_twice_is_fine_and_says_nothing_to_delete(
 
 
 def test_delete_leaves_other_jobs_alone(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
-    cluster.apply_job(job_objects(metadata__name="other"))
+    apply.apply_job(cluster, job_objects())
+    apply.apply_job(cluster, job_objects(metadata__name="other"))
 
     tflaunch("delete", "mnist")
 
@@ -63,9 +64,9 @@ def test_delete_leaves_other_jobs_alone(
 
 
 def test_delete_of_a_per_worker_job_removes_every_workers_job(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects(spec__layout="per-worker", spec__workers=4))
+    apply.apply_job(cluster, job_objects(spec__layout="per-worker", spec__workers=4))
 
     result = tflaunch("delete", "mnist")
 
@@ -74,11 +75,11 @@ def test_delete_of_a_per_worker_job_removes_every_workers_job(
 
 
 def test_list_shows_the_jobs_of_the_namespace_with_state_and_age(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
-    cluster.apply_job(job_objects(metadata__name="done", spec__layout="per-worker"))
-    cluster.apply_job(job_objects(metadata__name="elsewhere", metadata__namespace="ml"))
+    apply.apply_job(cluster, job_objects())
+    apply.apply_job(cluster, job_objects(metadata__name="done", spec__layout="per-worker"))
+    apply.apply_job(cluster, job_objects(metadata__name="elsewhere", metadata__namespace="ml"))
     fake.put(with_active(fake.get("Job", "mnist-worker"), 2))
     for i in range(2):
         fake.put(with_condition(fake.get("Job", f"done-worker-{i}"), "Complete"))
@@ -94,10 +95,10 @@ def test_list_shows_the_jobs_of_the_namespace_with_state_and_age(
 
 
 def test_list_all_namespaces_adds_the_namespace_column(
-    tflaunch: Tflaunch, cluster: k8s.Cluster
+    tflaunch: Tflaunch, cluster: Cluster
 ) -> None:
-    cluster.apply_job(job_objects())
-    cluster.apply_job(job_objects(metadata__name="elsewhere", metadata__namespace="ml"))
+    apply.apply_job(cluster, job_objects())
+    apply.apply_job(cluster, job_objects(metadata__name="elsewhere", metadata__namespace="ml"))
 
     result = tflaunch("list", "-A")
 

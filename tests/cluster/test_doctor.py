@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from launcher import doctor, k8s
+from launcher.cluster import apply, doctor
+from launcher.cluster.client import Cluster
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import gpu_node, pod_for
@@ -49,8 +50,8 @@ def set_tf_config(pod: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -
 
 
 @pytest.fixture
-def job(cluster: k8s.Cluster, fake: FakeKubernetes) -> dict[str, Any]:
-    cluster.apply_job(job_objects(spec__gpusPerWorker=1))
+def job(cluster: Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+    apply.apply_job(cluster, job_objects(spec__gpusPerWorker=1))
     stored = fake.get("Job", "mnist-worker")
     assert stored is not None
     return stored

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import k8s
+from launcher.cluster.client import Cluster
 from launcher.core.errors import ClusterError, ClusterUnreachable, Conflict, ExitStatus, Forbidden
 from tests.cluster.conftest import Result, cluster_at, job_objects, write_kubeconfig
 from tests.cluster.fakeapi import FakeKubernetes
@@ -137,7 +137,7 @@ def test_through_kubectl_the_hints_say_kubectl_tflaunch(
 
 
 def test_a_conflict_is_reported_with_the_servers_reason(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
     fake.fail(
         "PATCH",
@@ -150,9 +150,7 @@ def test_a_conflict_is_reported_with_the_servers_reason(
         cluster.apply(job_objects()[-1])
 
 
-def test_rejected_credentials_say_to_log_in_again(
-    cluster: k8s.Cluster, fake: FakeKubernetes
-) -> None:
+def test_rejected_credentials_say_to_log_in_again(cluster: Cluster, fake: FakeKubernetes) -> None:
     fake.fail("GET", r"/pods$", 401, "Unauthorized")
 
     with pytest.raises(Forbidden, match=r"rejected the credentials \(401 Unauthorized\)"):
@@ -160,7 +158,7 @@ def test_rejected_credentials_say_to_log_in_again(
 
 
 def test_an_exceeded_quota_says_so_rather_than_blaming_rbac(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
     fake.fail(
         "PATCH",
@@ -175,7 +173,7 @@ def test_an_exceeded_quota_says_so_rather_than_blaming_rbac(
 
 
 def test_a_server_error_is_one_cluster_error_with_status_and_message(
-    cluster: k8s.Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes
 ) -> None:
     fake.fail("GET", r"/jobs$", 500, "etcdserver: request timed out")
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from launcher import k8s
+from launcher.cluster import apply
+from launcher.cluster.client import Cluster
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import pod_for, with_condition
@@ -17,8 +18,8 @@ Tflaunch = Callable[..., Result]
 
 
 @pytest.fixture
-def job(cluster: k8s.Cluster, fake: FakeKubernetes) -> dict[str, Any]:
-    cluster.apply_job(job_objects())
+def job(cluster: Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+    apply.apply_job(cluster, job_objects())
     stored = fake.get("Job", "mnist-worker")
     assert stored is not None
     return stored

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from launcher import k8s
+from launcher.cluster import apply
+from launcher.cluster.client import Cluster
 from launcher.core.errors import ExitStatus
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
@@ -37,9 +38,9 @@ def later() -> Iterator[Later]:
 
 
 @pytest.fixture
-def running(cluster: k8s.Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+def running(cluster: Cluster, fake: FakeKubernetes) -> dict[str, Any]:
     """mnist submitted, both workers running; returns its Job."""
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     job = fake.get("Job", "mnist-worker")
     assert job is not None
     fake.put(pod_for(job, 0))
@@ -120,9 +121,9 @@ def test_waiting_ends_with_4_after_the_timeout_and_says_the_job_keeps_running(
 
 
 def test_workers_pending_too_long_get_a_warning_about_gpus_and_gang_scheduling(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
 ) -> None:
-    cluster.apply_job(job_objects())
+    apply.apply_job(cluster, job_objects())
     job = fake.get("Job", "mnist-worker")
     fake.put(pod_for(job, 0, age=300))
     fake.put(pod_for(job, 1, phase="Pending", unschedulable=UNSCHEDULABLE, age=300))
@@ -158,9 +159,9 @@ def test_a_restarted_worker_is_reported_while_waiting(
 
 
 def test_per_worker_jobs_succeed_when_all_complete(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes, later: Later
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes, later: Later
 ) -> None:
-    cluster.apply_job(job_objects(spec__layout="per-worker"))
+    apply.apply_job(cluster, job_objects(spec__layout="per-worker"))
     jobs = [fake.get("Job", f"mnist-worker-{i}") for i in range(2)]
     later(0.2, lambda: fake.put(with_condition(jobs[0], "Complete")))
     later(0.8, lambda: fake.put(with_condition(jobs[1], "Complete")))
@@ -173,9 +174,9 @@ def test_per_worker_jobs_succeed_when_all_complete(
 
 
 def test_per_worker_jobs_fail_when_one_fails(
-    tflaunch: Tflaunch, cluster: k8s.Cluster, fake: FakeKubernetes, later: Later
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes, later: Later
 ) -> None:
-    cluster.apply_job(job_objects(spec__layout="per-worker"))
+    apply.apply_job(cluster, job_objects(spec__layout="per-worker"))
     job = fake.get("Job", "mnist-worker-1")
     later(0.2, lambda: fake.put(with_condition(job, "Failed", "BackoffLimitExceeded", "limit")))
 

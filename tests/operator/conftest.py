@@ -1,4 +1,4 @@
-"""A Kubernetes API mock over real HTTP (kmock), the operator's k8s.Cluster pointed at it,
+"""A Kubernetes API mock over real HTTP (kmock), the operator's Cluster pointed at it,
 and a test that plays the Job controller and the kubelet through that same API."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import kmock as kmock_lib
 import pytest
 from kubernetes import client
 
-from launcher import crd, k8s, operator
+from launcher import crd, operator
+from launcher.cluster.client import Cluster
 from launcher.core import contract, labels
 from tests.operator.sim import T0, resource
 
@@ -51,7 +52,7 @@ RESOURCES = {
 class Api:
     """The mock API server, from the operator's side and from Kubernetes' side."""
 
-    def __init__(self, mock: Any, cluster: k8s.Cluster) -> None:
+    def __init__(self, mock: Any, cluster: Cluster) -> None:
         self.mock = mock
         self.cluster = cluster
         self.now = T0
@@ -177,7 +178,7 @@ async def api(kmock: Any) -> AsyncIterator[Api]:
         kmock.resources[kind] = info
     configuration = client.Configuration()
     configuration.host = str(kmock.url).rstrip("/")
-    cluster = k8s.Cluster(client.ApiClient(configuration), namespace=NAMESPACE)
+    cluster = Cluster(client.ApiClient(configuration), namespace=NAMESPACE)
     try:
         yield Api(kmock, cluster)
     finally:

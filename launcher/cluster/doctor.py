@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from launcher import status
+from launcher.cluster import status
 from launcher.core import contract, labels
 
 Obj = Mapping[str, Any]

@@ -1,0 +1,248 @@
+"""Writing a job: server-side apply of its objects, all or nothing, and deleting it.
+
+Why all or nothing: a job is several objects (Service, NetworkPolicy, Jobs) that only work
+together, and a Job's pod template is immutable. So every object is first checked by the
+API server (a dry-run apply, or a dry-run create under `--replace`) before anything is
+written; objects of another owner are refused (`Conflict`), a changed pod template too
+(`SpecChanged`, with the way out). Applying the same spec twice writes nothing. The
+Service and NetworkPolicy are then owned by the (first) Job, so deleting the Job, or its
+TTL, removes them too.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from launcher.cluster.client import Cluster, Obj
+from launcher.cluster.find import job_objects
+from launcher.cluster.watch import wait_gone
+from launcher.core import labels, names
+from launcher.core.errors import Conflict, Invalid, SpecChanged
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What `apply_job` did to one object."""
+
+    kind: str
+    name: str
+    action: Literal["created", "configured", "unchanged", "replaced"]
+
+
+def apply_job(
+    cluster: Cluster,
+    objects: Sequence[Obj],
+    *,
+    replace: bool = False,
+    dry_run: bool = False,
+    program: str = "tflaunch",
+) -> list[Applied]:
+    """Apply a job's rendered objects all-or-nothing; returns what happened to each.
+
+    Every object is first checked against the server (a dry-run server-side apply, or a
+    dry-run create under `replace`); only when all of them pass is anything written, so a
+    refused change leaves the cluster as it was. An existing Job whose pod template would
+    change is refused with `SpecChanged` (it is immutable). With `replace` the job's old
+    objects are deleted first (foreground, waiting until they are gone). Objects that
+    already match are not written at all, so applying the same spec twice is a no-op.
+    Afterwards the Service and NetworkPolicy are owned by the (first) Job, so deleting the
+    Job, or its TTL, removes them too.
+
+    Args:
+        objects: `render.render(job)`'s output: Service, NetworkPolicy, Job(s).
+        replace: delete the job's existing objects, then create them anew.
+        dry_run: run every check, report what would happen, change nothing.
+        program: how the user calls tflaunch, for the hints in messages.
+    """
+    objects = [copy.deepcopy(o) for o in objects]
+    replaced: set[tuple[str, str]] = set()
+    job_name, namespace = _job_identity(objects)
+    owner_name = _owner_name(objects, job_name)
+    existing = {
+        (o["kind"], o["metadata"]["name"]): cluster.get(o["kind"], o["metadata"]["name"], namespace)
+        for o in objects
+    }
+    _check_ownership(job_name, namespace, existing, program)
+    if replace:
+        for obj in objects:
+            if existing[_key(obj)] is None:
+                cluster.apply(obj, dry_run=True)
+            else:
+                cluster.create_dry_run(_for_create(obj))
+        replaced = {key for key, obj in existing.items() if obj is not None}
+        if dry_run:
+            return [
+                Applied(*_key(o), "replaced" if _key(o) in replaced else "created") for o in objects
+            ]
+        delete_job(cluster, job_name, namespace, wait=True)
+        existing = dict.fromkeys(existing)
+    owner = existing.get(("Job", owner_name))
+    if owner is not None:
+        _set_owner(objects, owner)
+    results = _dry_run_all(cluster, objects, existing, job_name, program)
+    if dry_run:
+        return [
+            Applied(o["kind"], o["metadata"]["name"], a)
+            for o, a in zip(objects, results, strict=True)
+        ]
+    applied: list[Applied] = []
+    for obj, action in zip(objects, results, strict=True):
+        if action != "unchanged":
+            result = cluster.apply(obj)
+            if obj["kind"] == "Job" and obj["metadata"]["name"] == owner_name:
+                owner = result
+        if replace and _key(obj) in replaced:
+            action = "replaced"
+        applied.append(Applied(obj["kind"], obj["metadata"]["name"], action))
+    if owner is not None:
+        for obj in objects:
+            if obj["kind"] != "Job" and not obj["metadata"].get("ownerReferences"):
+                _set_owner([obj], owner)
+                cluster.apply(obj)
+    return applied
+
+
+def _check_ownership(
+    job: str, namespace: str, existing: dict[tuple[str, str], Obj | None], program: str
+) -> None:
+    for (kind, name), obj in existing.items():
+        if obj is None:
+            continue
+        owner = ((obj.get("metadata") or {}).get("labels") or {}).get(labels.JOB_NAME)
+        if owner != job:
+            whose = f"tflaunch job {owner}" if owner else "something other than tflaunch"
+            raise Conflict(
+                f"{kind} {name} already exists in namespace {namespace} and belongs to "
+                f"{whose}; choose another job name (--name), or delete it "
+                f"(kubectl delete {kind.lower()} {name} -n {namespace})"
+            )
+
+
+def _dry_run_all(
+    cluster: Cluster,
+    objects: Sequence[Obj],
+    existing: dict[tuple[str, str], Obj | None],
+    job: str,
+    program: str,
+) -> list[Literal["created", "configured", "unchanged", "replaced"]]:
+    actions: list[Literal["created", "configured", "unchanged", "replaced"]] = []
+    changed_jobs: list[str] = []
+    for obj in objects:
+        current = existing[_key(obj)]
+        try:
+            result = cluster.apply(obj, dry_run=True)
+        except Invalid as error:
+            if current is not None and obj["kind"] == "Job":
+                why = str(error).partition(": ")[2] or str(error)
+                changed_jobs.append(f"{obj['metadata']['name']}: {why}")
+                continue
+            raise
+        if current is None:
+            actions.append("created")
+        elif _comparable(current) == _comparable(result):
+            actions.append("unchanged")
+        elif obj["kind"] == "Job" and _template(current) != _template(result):
+            changed_jobs.append(obj["metadata"]["name"])
+        else:
+            actions.append("configured")
+    if changed_jobs:
+        ns = objects[0]["metadata"].get("namespace") or cluster.namespace
+        raise SpecChanged(
+            f"job {job} already exists in namespace {ns} with a different spec, and a "
+            f"Job's pod template cannot change (Job {'; '.join(changed_jobs)}); nothing was "
+            f"applied; delete it first ({program} delete {job} -n {ns}), or use --replace"
+        )
+    return actions
+
+
+def delete_job(
+    cluster: Cluster,
+    name: str,
+    namespace: str | None = None,
+    *,
+    wait: bool = True,
+    timeout: float = 300,
+) -> list[str]:
+    """Delete every object of job `name` with foreground propagation, so its pods go
+    first; idempotent. Returns `kind/name` of everything that was there ([] for nothing;
+    some may have been removed by the garbage collector along with their owner).
+
+    Args:
+        wait: return only once every object (and pod) is gone.
+        timeout: how long to wait, in seconds.
+    """
+    ns = cluster.ns(namespace)
+    found = job_objects(cluster, name, ns)
+    deleted = []
+    for obj in [*found.jobs, *found.services, *found.network_policies, *found.pods]:
+        meta = obj["metadata"]
+        deleted.append(f"{obj['kind'].lower()}/{meta['name']}")
+        if not meta.get("deletionTimestamp"):
+            cluster.delete(obj["kind"], meta["name"], ns)  # False: the GC was quicker
+    if wait and found.exists:
+        wait_gone(cluster, name, ns, timeout=timeout)
+    return deleted
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def _job_identity(objects: Sequence[Obj]) -> tuple[str, str]:
+    if not objects:
+        raise ValueError("no objects to apply")
+    meta = objects[0]["metadata"]
+    job = (meta.get("labels") or {}).get(labels.JOB_NAME)
+    if not job:
+        raise ValueError(f"{objects[0]['kind']} {meta['name']} has no {labels.JOB_NAME} label")
+    return str(job), str(meta.get("namespace") or "default")
+
+
+def _owner_name(objects: Sequence[Obj], job: str) -> str:
+    """The Job that owns the Service and NetworkPolicy: the indexed Job, or worker 0's."""
+    jobs = [o["metadata"]["name"] for o in objects if o["kind"] == "Job"]
+    if names.indexed_job_name(job) in jobs:
+        return names.indexed_job_name(job)
+    return names.per_worker_job_name(job, 0)
+
+
+def _set_owner(objects: Iterable[Obj], owner: Obj) -> None:
+    """Make the job's Service and NetworkPolicy dependents of `owner` (a Job), so that the
+    garbage collector deletes them with it. Not a controller reference, and it does not block
+    the owner's deletion (that would need RBAC on jobs/finalizers)."""
+    reference = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+    for obj in objects:
+        if obj["kind"] != "Job":
+            obj["metadata"]["ownerReferences"] = [reference]
+
+
+def _for_create(obj: Obj) -> Obj:
+    result = copy.deepcopy(obj)
+    result["metadata"].pop("ownerReferences", None)
+    return result
+
+
+_SERVER_FIELDS = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
+
+
+def _comparable(obj: Obj) -> Obj:
+    """An object without what the server changes on its own (status, versions, timestamps)."""
+    result = {k: v for k, v in obj.items() if k != "status"}
+    result["metadata"] = {
+        k: v for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_FIELDS
+    }
+    return result
+
+
+def _template(job: Obj) -> Any:
+    return (job.get("spec") or {}).get("template")

@@ -1,0 +1,479 @@
+"""The one module that imports the Kubernetes client, so that nothing else has to.
+
+Why one edge: every call goes through `Cluster`, which takes an injected `ApiClient` (tests
+point it at a mock API server over real HTTP; `connect()` builds it from a kubeconfig or the
+pod's service account, never at import time). Everything it returns is plain data (dicts
+exactly as the API server sent them), and every failure leaves here as a `launcher.core.errors`
+exception that says what went wrong and how to fix it (`launcher.cluster.errors` words it),
+so the core stays pure and the CLI only prints one line.
+
+`Cluster` is a thin handle: the API client, the default namespace, and the generic verbs
+(`get`, `list_objects`, `apply`, `create_dry_run`, `delete`, one `watch_once` request) for
+the kinds in `KINDS`. What tflaunch does with them lives beside it, as functions that take
+the handle: `apply` (a job's objects, all or nothing), `watch` (list+watch, many streams,
+wait until gone), `logs`, `find` (a job's objects by its labels) and `custom` (the
+operator's custom resource and plain writes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import urllib3
+import yaml
+from kubernetes import client
+from kubernetes import config as _config
+from kubernetes.client.exceptions import ApiException
+
+from launcher.cluster.errors import one_line, translate, unreachable
+from launcher.core.errors import Conflict, NotFound, SpecError
+
+Obj = dict[str, Any]
+"""A Kubernetes object as plain JSON data."""
+
+FIELD_MANAGER = "tflaunch"
+"""Server-side apply field manager of everything tflaunch applies."""
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+WATCH_SECONDS = 240
+"""How long one watch request lasts server-side before it is renewed from its resourceVersion."""
+CONTAINER = "trainer"
+"""The worker container's name in the pod template."""
+
+# --- Kinds ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One resource type and the generated client methods that serve it."""
+
+    kind: str
+    api_version: str
+    plural: str
+    api: Callable[[client.ApiClient], Any]
+    """The typed API class, e.g. `client.BatchV1Api`."""
+    singular: str
+    """The generated methods' infix: `read_namespaced_<singular>`."""
+    namespaced: bool = True
+
+    @property
+    def resource(self) -> str:
+        """The RBAC resource name, e.g. `jobs.batch` (kubectl auth can-i spelling)."""
+        group = self.api_version.rpartition("/")[0]
+        return f"{self.plural}.{group}" if group else self.plural
+
+
+KINDS: dict[str, Kind] = {
+    k.kind: k
+    for k in (
+        Kind("Job", "batch/v1", "jobs", client.BatchV1Api, "job"),
+        Kind("Pod", "v1", "pods", client.CoreV1Api, "pod"),
+        Kind("Service", "v1", "services", client.CoreV1Api, "service"),
+        Kind(
+            "NetworkPolicy",
+            "networking.k8s.io/v1",
+            "networkpolicies",
+            client.NetworkingV1Api,
+            "network_policy",
+        ),
+        Kind(
+            "EndpointSlice",
+            "discovery.k8s.io/v1",
+            "endpointslices",
+            client.DiscoveryV1Api,
+            "endpoint_slice",
+        ),
+        Kind("ResourceQuota", "v1", "resourcequotas", client.CoreV1Api, "resource_quota"),
+        Kind("Node", "v1", "nodes", client.CoreV1Api, "node", namespaced=False),
+        Kind("Namespace", "v1", "namespaces", client.CoreV1Api, "namespace", namespaced=False),
+    )
+}
+
+
+def kind_of(kind: str) -> Kind:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"tflaunch does not handle {kind} objects") from None
+
+
+def custom_kind(kind: str, api_version: str, plural: str) -> Kind:
+    """A custom resource: not in KINDS, served by CustomObjectsApi's generic methods
+    (`launcher.cluster.custom`)."""
+    return Kind(kind, api_version, plural, client.CustomObjectsApi, "custom_object")
+
+
+# --- Connecting ----------------------------------------------------------------------------
+
+config: Any = _config  # its loaders are untyped
+_SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:
+    """A `Cluster` for a kubeconfig context, by kubectl's rules, or the pod's service account.
+
+    Args:
+        kubeconfig: path of a kubeconfig; default `$KUBECONFIG` or `~/.kube/config`.
+        context: kubeconfig context; default its current context.
+
+    Raises:
+        SpecError: the kubeconfig or the context cannot be used (names the flag and the fix).
+    """
+    configuration = client.Configuration()
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    found = any(Path(p).expanduser().exists() for p in paths.split(os.pathsep) if p)
+    if kubeconfig is None and context is None and not found and _in_cluster():
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as error:
+            raise SpecError("--kubeconfig", f"in-cluster configuration failed: {error}") from None
+        namespace = _read_text(_SA_DIR / "namespace") or "default"
+    else:
+        if not found:
+            raise SpecError(
+                "--kubeconfig",
+                f"no kubeconfig at {paths}; pass --kubeconfig PATH, set KUBECONFIG, "
+                "or create one (e.g. kind create cluster)",
+            )
+        try:  # config_file None: $KUBECONFIG (several files merged, as kubectl does)
+            config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+            contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        except (config.ConfigException, yaml.YAMLError, OSError, ValueError) as error:
+            flag = "--context" if context else "--kubeconfig"
+            hint = "see kubectl config get-contexts" if context else "check the file"
+            raise SpecError(flag, f"{one_line(str(error))}; {hint}") from None
+        chosen = (
+            next((c for c in contexts if c.get("name") == context), None) if context else current
+        )
+        namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    configuration.retries = 1  # say "unreachable" in seconds, not after urllib3's backoff
+    return Cluster(client.ApiClient(configuration), namespace=namespace)
+
+
+def _in_cluster() -> bool:
+    return "KUBERNETES_SERVICE_HOST" in os.environ and (_SA_DIR / "token").exists()
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+# --- Cancelling streams --------------------------------------------------------------------
+
+
+class Cancel:
+    """Stops watches and log streams from another thread: sets a flag and shuts their open
+    HTTP responses, which unblocks a read in progress."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._responses: set[Any] = set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        self._event.set()
+        with self._lock:
+            responses, self._responses = list(self._responses), set()
+        for response in responses:
+            with contextlib.suppress(Exception):
+                response.shutdown()
+
+    def wait(self, seconds: float) -> bool:
+        return self._event.wait(seconds)
+
+    @contextlib.contextmanager
+    def tracking(self, response: Any) -> Iterator[None]:
+        with self._lock:
+            self._responses.add(response)
+        if self._event.is_set():
+            response.shutdown()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._responses.discard(response)
+            response.close()
+            response.release_conn()
+
+
+class Gone(Exception):
+    """A watch's resourceVersion expired (410): list again."""
+
+
+# --- The cluster ---------------------------------------------------------------------------
+
+
+class Cluster:
+    """The Kubernetes API, as tflaunch uses it: plain dicts in and out, launcher errors.
+
+    A thin handle: the client, the default namespace and the generic verbs. The verbs on a
+    whole job take it as their first argument (`apply.apply_job(cluster, objects)`).
+
+    Args:
+        api_client: a configured `kubernetes.client.ApiClient` (see `connect()`).
+        namespace: the namespace used when a caller passes none (the context's).
+    """
+
+    def __init__(self, api_client: client.ApiClient, namespace: str = "default") -> None:
+        self.api_client = api_client
+        self.namespace = namespace
+        self._apis: dict[Any, Any] = {}
+
+    @property
+    def server(self) -> str:
+        """The API server's URL, for messages."""
+        return str(self.api_client.configuration.host)
+
+    def close(self) -> None:
+        closing: Any = self.api_client
+        closing.close()
+
+    def api(self, kind: Kind) -> Any:
+        """The typed API object that serves `kind` (one per API class)."""
+        if kind.api not in self._apis:
+            self._apis[kind.api] = kind.api(self.api_client)
+        return self._apis[kind.api]
+
+    def method(self, kind: Kind, verb: str, all_namespaces: bool = False) -> Any:
+        """The generated client method for `verb` on `kind`, e.g. `read_namespaced_job`."""
+        if not kind.namespaced:
+            name = f"{verb}_{kind.singular}"
+        elif all_namespaces:
+            name = f"{verb}_{kind.singular}_for_all_namespaces"
+        else:
+            name = f"{verb}_namespaced_{kind.singular}"
+        return getattr(self.api(kind), name)
+
+    def ns(self, namespace: str | None) -> str:
+        """`namespace`, or the handle's default when None."""
+        return namespace or self.namespace
+
+    # --- Objects ---------------------------------------------------------------------------
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """One object, or None when it does not exist."""
+        k = kind_of(kind)
+        args = (name, self.ns(namespace)) if k.namespaced else (name,)
+        try:
+            with self.errors("get", k, self.ns(namespace), name):
+                return read_json(self.method(k, "read")(*args, **plain_call()))
+        except NotFound:
+            return None
+
+    def list_objects(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        *,
+        all_namespaces: bool = False,
+    ) -> list[Obj]:
+        """Objects of a kind in a namespace (or in all, or cluster-scoped ones)."""
+        return self.list_versioned(kind_of(kind), namespace, label_selector, all_namespaces)[0]
+
+    def list_versioned(
+        self, k: Kind, namespace: str | None, selector: str | None, all_namespaces: bool = False
+    ) -> tuple[list[Obj], str]:
+        """`list_objects`, and the list's resourceVersion (where a watch starts from)."""
+        ns = None if all_namespaces or not k.namespaced else self.ns(namespace)
+        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
+        with self.errors("list", k, ns):
+            method = self.method(k, "list", all_namespaces=all_namespaces)
+            args = (ns,) if ns is not None else ()
+            data = read_json(method(*args, **kwargs, **plain_call()))
+        items = list(data.get("items") or [])
+        for item in items:  # list items carry no kind; give them one, like kubectl get -o json
+            item.setdefault("apiVersion", k.api_version)
+            item.setdefault("kind", k.kind)
+        return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    def apply(self, obj: Obj, *, dry_run: bool = False, force: bool = True) -> Obj:
+        """Server-side apply of one object (field manager `tflaunch`); returns the result.
+
+        With `dry_run` the server validates, admits and computes the result but stores
+        nothing: what a real apply would produce, or the error it would raise.
+        """
+        k = kind_of(obj["kind"])
+        name = obj["metadata"]["name"]
+        ns = self.ns(obj["metadata"].get("namespace"))
+        args = (name, ns, obj) if k.namespaced else (name, obj)
+        verb = "patch"
+        with self.errors(verb, k, ns, name):
+            return read_json(
+                self.method(k, "patch")(
+                    *args,
+                    field_manager=FIELD_MANAGER,
+                    force=force,
+                    dry_run="All" if dry_run else None,
+                    _content_type="application/apply-patch+yaml",
+                    **plain_call(),
+                )
+            )
+
+    def create_dry_run(self, obj: Obj) -> Obj | None:
+        """Validate `obj` as a new object without storing it. None when the name is taken
+        (the server validates before it looks the name up, so the object itself is valid)."""
+        k = kind_of(obj["kind"])
+        ns = self.ns(obj["metadata"].get("namespace"))
+        args = (ns, obj) if k.namespaced else (obj,)
+        try:
+            with self.errors("create", k, ns, obj["metadata"]["name"]):
+                return read_json(
+                    self.method(k, "create")(
+                        *args, dry_run="All", field_manager=FIELD_MANAGER, **plain_call()
+                    )
+                )
+        except Conflict:
+            return None
+
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: Literal["Foreground", "Background", "Orphan"] = "Foreground",
+    ) -> bool:
+        """Delete one object; False when it was already gone."""
+        k = kind_of(kind)
+        ns = self.ns(namespace)
+        args = (name, ns) if k.namespaced else (name,)
+        try:
+            with self.errors("delete", k, ns, name):
+                self.method(k, "delete")(
+                    *args, propagation_policy=propagation, **plain_call()
+                ).release_conn()
+        except NotFound:
+            return False
+        return True
+
+    def watch_once(
+        self,
+        k: Kind,
+        namespace: str | None,
+        selector: str | None,
+        version: str,
+        server_timeout: int,
+        cancel: Cancel,
+        all_namespaces: bool,
+    ) -> Iterator[tuple[str, Obj]]:
+        """One watch request from `version`: `(event type, object)` until the server ends it
+        or the stream breaks. Raises `Gone` when `version` has expired (list again);
+        `launcher.cluster.watch.watch` renews it."""
+        ns = None if all_namespaces or not k.namespaced else self.ns(namespace)
+        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
+        if version:
+            kwargs["resource_version"] = version
+        with self.errors("watch", k, ns):
+            try:
+                response = self.method(k, "list", all_namespaces)(
+                    *((ns,) if ns is not None else ()),
+                    watch=True,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=server_timeout,
+                    _preload_content=False,
+                    _request_timeout=(CONNECT_TIMEOUT, server_timeout + READ_TIMEOUT),
+                    **kwargs,
+                )
+            except ApiException as error:
+                if error.status == 410:
+                    raise Gone from error
+                raise
+        with cancel.tracking(response), self.errors("watch", k, ns):
+            try:
+                for line in _lines(response):
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        if obj.get("code") == 410:
+                            raise Gone
+                        raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                    yield str(event.get("type")), obj
+            except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
+                return  # the stream broke (or was cancelled): the caller resumes from its version
+
+    # --- Errors ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def errors(
+        self,
+        verb: str,
+        kind: Kind,
+        namespace: str | None,
+        name: str | None = None,
+        *,
+        resource: str | None = None,
+    ) -> Iterator[None]:
+        """Translate the client's exceptions into launcher errors, `raise ... from`."""
+        try:
+            yield
+        except ApiException as error:
+            if error.status == 0 or error.status is None:
+                raise unreachable(self.server, error.reason or error) from error
+            raise translate(
+                error, verb, resource or kind.resource, kind.kind, namespace, name, self.server
+            ) from error
+        except urllib3.exceptions.HTTPError as error:
+            reason = getattr(error, "reason", None) or error
+            raise unreachable(self.server, reason) from error
+
+
+# --- Responses -----------------------------------------------------------------------------
+
+
+def plain_call() -> dict[str, Any]:
+    """Keyword arguments for a call whose answer we parse ourselves: raw JSON, not models
+    (plain dicts, exactly what the server sent, fields this client version does not know
+    included), and a timeout instead of a hang."""
+    return {"_preload_content": False, "_request_timeout": (CONNECT_TIMEOUT, READ_TIMEOUT)}
+
+
+def _lines(response: Any) -> Iterator[str]:
+    """Text lines of a streamed response, as they arrive (watch events, followed logs)."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace")
+    if buffer:
+        yield buffer.decode("utf-8", errors="replace")
+
+
+def stream_lines(response: Any) -> Iterator[str]:
+    """`_lines`, ending quietly when the stream breaks (or is cancelled): a followed log."""
+    try:
+        yield from _lines(response)
+    except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
+        return
+
+
+def read_json(response: Any) -> Obj:
+    """The JSON object a plain call answered (releasing the connection)."""
+    try:
+        data = response.data
+    finally:
+        response.release_conn()
+    parsed = json.loads(data) if data else {}
+    return parsed if isinstance(parsed, dict) else {}

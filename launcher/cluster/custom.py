@@ -1,0 +1,113 @@
+"""What the operator needs beyond the job verbs: a custom resource (read, status subresource,
+delete), plain creates, merge patches and a log tail. Same rules as everywhere in the
+package: plain dicts in and out, every failure a launcher error.
+
+Custom resources are served by CustomObjectsApi's generic methods, so they are not in
+`client.KINDS`: the caller names its resource with `client.custom_kind(...)` (the operator
+passes the MultiWorkerJob's, from `launcher.operator.crd`).
+"""
+
+from __future__ import annotations
+
+from launcher.cluster.client import (
+    CONTAINER,
+    FIELD_MANAGER,
+    KINDS,
+    Cluster,
+    Kind,
+    Obj,
+    kind_of,
+    plain_call,
+    read_json,
+)
+from launcher.core.errors import Conflict, NotFound
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _group_version(kind: Kind) -> tuple[str, str]:
+    group, _, version = kind.api_version.partition("/")
+    return group, version
+
+
+def get_custom(cluster: Cluster, kind: Kind, name: str, namespace: str) -> Obj | None:
+    """A custom resource, or None when it does not exist (any more)."""
+    group, version = _group_version(kind)
+    try:
+        with cluster.errors("get", kind, namespace, name):
+            return read_json(
+                cluster.api(kind).get_namespaced_custom_object(
+                    group, version, namespace, kind.plural, name, **plain_call()
+                )
+            )
+    except NotFound:
+        return None
+
+
+def patch_custom_status(
+    cluster: Cluster, kind: Kind, name: str, namespace: str, status: Obj
+) -> Obj:
+    """Merge-patch the status subresource (a null removes a field)."""
+    group, version = _group_version(kind)
+    with cluster.errors("patch", kind, namespace, name, resource=f"{kind.plural}/status"):
+        return read_json(
+            cluster.api(kind).patch_namespaced_custom_object_status(
+                group, version, namespace, kind.plural, name, {"status": status},
+                _content_type=MERGE_PATCH, **plain_call(),
+            )
+        )  # fmt: skip
+
+
+def delete_custom(cluster: Cluster, kind: Kind, name: str, namespace: str) -> bool:
+    """Delete a custom resource (its children follow by garbage collection); False if gone."""
+    group, version = _group_version(kind)
+    try:
+        with cluster.errors("delete", kind, namespace, name):
+            cluster.api(kind).delete_namespaced_custom_object(
+                group, version, namespace, kind.plural, name,
+                propagation_policy="Background", **plain_call(),
+            ).release_conn()  # fmt: skip
+    except NotFound:
+        return False
+    return True
+
+
+def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
+    """Create one object as given (owner references included); None when the name is taken."""
+    k = kind_of(obj["kind"])
+    ns = cluster.ns(obj["metadata"].get("namespace"))
+    args = (ns, obj) if k.namespaced else (obj,)
+    try:
+        with cluster.errors("create", k, ns, obj["metadata"]["name"]):
+            return read_json(
+                cluster.method(k, "create")(*args, field_manager=FIELD_MANAGER, **plain_call())
+            )
+    except Conflict:
+        return None
+
+
+def merge_patch(cluster: Cluster, kind: str, name: str, namespace: str, patch: Obj) -> Obj:
+    """JSON merge patch (RFC 7386) of one object, e.g. a Job's spec.suspend."""
+    k = kind_of(kind)
+    with cluster.errors("patch", k, namespace, name):
+        return read_json(
+            cluster.method(k, "patch")(
+                name, namespace, patch, _content_type=MERGE_PATCH, **plain_call()
+            )
+        )
+
+
+def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str | None:
+    """The last `lines` lines of a pod's trainer log; None when the pod is gone."""
+    k = KINDS["Pod"]
+    try:
+        with cluster.errors("get", k, namespace, name, resource="pods/log"):
+            response = cluster.api(k).read_namespaced_pod_log(
+                name, namespace, container=CONTAINER, tail_lines=lines, **plain_call()
+            )
+            try:
+                return bytes(response.data or b"").decode("utf-8", errors="replace")
+            finally:
+                response.release_conn()
+    except NotFound:
+        return None

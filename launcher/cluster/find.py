@@ -1,0 +1,74 @@
+"""Finding a job's objects: everything tflaunch creates carries the job's labels.
+
+A tflaunch job is not one object but a Service, a NetworkPolicy, one or more Jobs and their
+pods; they are found together by `labels.job_selector_string(name)`. `doctor` reads a few
+cluster facts beside them (nodes, quotas, endpoint slices), listed here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from launcher.cluster.client import Cluster, Obj
+from launcher.core import labels
+
+JOB_KINDS = ("Job", "Service", "NetworkPolicy", "Pod")
+"""Everything a tflaunch job consists of, found by its labels (pods by their template's)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobObjects:
+    """Every object of one tflaunch job, as plain dicts, at one moment."""
+
+    name: str
+    namespace: str
+    jobs: tuple[Obj, ...] = ()
+    pods: tuple[Obj, ...] = ()
+    services: tuple[Obj, ...] = ()
+    network_policies: tuple[Obj, ...] = ()
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.jobs or self.pods or self.services or self.network_policies)
+
+    def all(self) -> list[Obj]:
+        return [*self.jobs, *self.services, *self.network_policies, *self.pods]
+
+
+def job_objects(cluster: Cluster, name: str, namespace: str | None = None) -> JobObjects:
+    """Every object of job `name` (Jobs, Pods, Service, NetworkPolicy) by its labels."""
+    ns = cluster.ns(namespace)
+    selector = labels.job_selector_string(name)
+    return JobObjects(
+        name,
+        ns,
+        jobs=tuple(cluster.list_objects("Job", ns, selector)),
+        pods=tuple(cluster.list_objects("Pod", ns, selector)),
+        services=tuple(cluster.list_objects("Service", ns, selector)),
+        network_policies=tuple(cluster.list_objects("NetworkPolicy", ns, selector)),
+    )
+
+
+def managed_jobs(
+    cluster: Cluster, namespace: str | None = None, *, all_namespaces: bool = False
+) -> list[Obj]:
+    """Every Job tflaunch manages in a namespace (or all); group them by `labels.JOB_NAME`."""
+    return cluster.list_objects(
+        "Job", namespace, labels.managed_selector_string(), all_namespaces=all_namespaces
+    )
+
+
+# --- What doctor reads beside the job ---------------------------------------------------
+
+
+def nodes(cluster: Cluster) -> list[Obj]:
+    return cluster.list_objects("Node")
+
+
+def resource_quotas(cluster: Cluster, namespace: str | None = None) -> list[Obj]:
+    return cluster.list_objects("ResourceQuota", namespace)
+
+
+def endpoint_slices(cluster: Cluster, service: str, namespace: str | None = None) -> list[Obj]:
+    """The EndpointSlices of a Service (selected by `kubernetes.io/service-name`)."""
+    return cluster.list_objects("EndpointSlice", namespace, f"kubernetes.io/service-name={service}")
