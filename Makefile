@@ -47,7 +47,7 @@ sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHET
 
 .PHONY: crd
 crd: install ## Regenerate manifests/operator/crd.yaml from the spec model (a test fails when stale)
-	$(BIN)/python -m launcher.crd > manifests/operator/crd.yaml.tmp
+	$(BIN)/python -m launcher.operator.crd > manifests/operator/crd.yaml.tmp
 	mv manifests/operator/crd.yaml.tmp manifests/operator/crd.yaml
 
 .PHONY: operator-deploy

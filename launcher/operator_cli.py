@@ -6,8 +6,6 @@ rest of the CLI works without it and says how to install it when it is missing.
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from launcher.core.errors import ExitStatus, TflaunchError
@@ -69,9 +67,7 @@ def operator_command(
     if namespaces and all_namespaces:
         raise click.UsageError("--namespace and --all-namespaces exclude each other")
     try:
-        import kopf
-
-        from launcher import operator
+        from launcher.operator import controller  # imports kopf
     except ImportError:
         raise KopfMissing(
             "the operator needs kopf, which is not installed: pip install 'tflaunch[operator]'"
@@ -81,15 +77,7 @@ def operator_command(
     cluster = client.connect(kubeconfig, kube_context)
     served = list(namespaces) or ([] if all_namespaces else [cluster.namespace])
     _logging(verbose)
-    controller = operator.Controller(cluster, operator.kopf_event)
-    kwargs: dict[str, Any] = {"clusterwide": True} if all_namespaces else {"namespaces": served}
-    kopf.run(
-        registry=operator.registry,
-        standalone=True,  # one replica (Recreate): no peering objects, no RBAC for them
-        liveness_endpoint=liveness or None,
-        memo=kopf.Memo(controller=controller),
-        **kwargs,
-    )
+    controller.run(cluster, served, clusterwide=all_namespaces, liveness=liveness or None)
 
 
 def _logging(verbose: bool) -> None:

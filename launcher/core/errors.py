@@ -2,7 +2,7 @@
 
 Everything below the CLI raises these; only `launcher.cli.main` turns them into a one-line
 message and an exit code. Kubernetes API failures are translated into them at the edge
-(`launcher.k8s`), so no caller ever sees an `ApiException` or a traceback.
+(`launcher.cluster`), so no caller ever sees an `ApiException` or a traceback.
 """
 
 from __future__ import annotations

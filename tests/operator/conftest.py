@@ -14,9 +14,9 @@ import kmock as kmock_lib
 import pytest
 from kubernetes import client
 
-from launcher import crd, operator
 from launcher.cluster.client import Cluster
 from launcher.core import contract, labels
+from launcher.operator import controller, crd
 from tests.operator.sim import T0, resource
 
 MWJ = f"{crd.API_VERSION}/{crd.PLURAL}"
@@ -87,9 +87,9 @@ class Api:
 
     # -- the operator
 
-    async def reconcile(self, name: str = "mnist") -> operator.Outcome:
+    async def reconcile(self, name: str = "mnist") -> controller.Outcome:
         return await asyncio.to_thread(
-            operator.reconcile_once, self.cluster, NAMESPACE, name, self.now
+            controller.reconcile_once, self.cluster, NAMESPACE, name, self.now
         )
 
     # -- the Job controller and the kubelet

@@ -18,8 +18,9 @@ from typing import Any
 
 import yaml
 
-from launcher import crd, reconcile
 from launcher.core import contract
+from launcher.operator import crd, observe, reconcile
+from launcher.operator.objects import format_time
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
 RESULT = {"test_accuracy": 0.9812, "test_loss": 0.061, "epochs": 3}
@@ -64,14 +65,14 @@ class Cluster:
 
     # -- the operator's side
 
-    def observed(self) -> reconcile.Observed:
-        observed = reconcile.Observed(
+    def observed(self) -> observe.Observed:
+        observed = observe.Observed(
             resource=copy.deepcopy(self.resource),
             jobs=[copy.deepcopy(j) for j in self.jobs.values()],
             pods=[copy.deepcopy(p) for p in self.pods.values()],
             now=self.now,
         )
-        if reconcile.chief_log_wanted(observed):
+        if observe.chief_log_wanted(observed):
             observed = dataclasses.replace(observed, chief_log=self.chief_log)
         return observed
 
@@ -112,7 +113,7 @@ class Cluster:
         if name not in self.jobs:
             return
         if self.keep_terminating:
-            self.jobs[name]["metadata"]["deletionTimestamp"] = reconcile.format_time(self.now)
+            self.jobs[name]["metadata"]["deletionTimestamp"] = format_time(self.now)
             return
         uid = self.jobs.pop(name)["metadata"]["uid"]
         for pod_name in [n for n, p in self.pods.items() if _owner_uid(p) == uid]:

@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from launcher import crd
 from launcher.core import spec
+from launcher.operator import crd
 from tests.operator.sim import Cluster, resource, result_log
 
 CRD_FILE = "manifests/operator/crd.yaml"

@@ -14,7 +14,8 @@ import kopf
 import pytest
 from kubernetes import client
 
-from launcher import crd, operator
+from launcher.operator import crd
+from launcher.operator.controller import Controller, kopf_event, registry
 from tests.operator.conftest import EVENTS, JOBS, NAMESPACE, Api
 from tests.operator.sim import resource
 
@@ -31,11 +32,11 @@ async def running_operator(api: Api) -> AsyncIterator[None]:
         kmock_lib.ResourceInfo(kind="CustomResourceDefinition", verbs={"list"})
     )
     ready, stop = threading.Event(), threading.Event()
-    controller = operator.Controller(api.cluster, operator.kopf_event)
+    controller = Controller(api.cluster, kopf_event)
     thread = threading.Thread(
         target=kopf.run,
         kwargs={
-            "registry": operator.registry,
+            "registry": registry,
             "memo": kopf.Memo(controller=controller),
             "standalone": True,
             "clusterwide": True,

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-import launcher
+import launcher.operator
 from launcher.cli import run
 
 
@@ -19,8 +19,8 @@ def test_without_kopf_the_operator_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     monkeypatch.setitem(sys.modules, "kopf", None)  # `import kopf` raises ImportError
-    monkeypatch.delitem(sys.modules, "launcher.operator", raising=False)
-    monkeypatch.delattr(launcher, "operator", raising=False)
+    monkeypatch.delitem(sys.modules, "launcher.operator.controller", raising=False)
+    monkeypatch.delattr(launcher.operator, "controller", raising=False)
     assert run(["operator"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "tflaunch: error: the operator needs kopf, which is not installed: "

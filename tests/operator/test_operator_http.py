@@ -6,8 +6,9 @@ import asyncio
 import json
 from typing import Any
 
-from launcher import operator, reconcile
 from launcher.core import contract
+from launcher.operator import observe, reconcile
+from launcher.operator.controller import ERROR_RETRY_SECONDS, Controller
 from tests.operator.conftest import JOBS, MWJ, NETWORK_POLICIES, PODS, SERVICES, Api, later
 from tests.operator.sim import RESULT, result_log
 
@@ -97,7 +98,7 @@ async def test_success_records_the_chiefs_result_from_its_log(api: Api):
     assert (status.phase, status.result) == ("Succeeded", RESULT)
     assert status.completion_time == "2030-01-01T00:05:00Z"
     (log_request,) = [r for r in api.mock if r.url.path.endswith("/log")]
-    assert log_request.params["tailLines"] == str(reconcile.LOG_TAIL_LINES)
+    assert log_request.params["tailLines"] == str(observe.LOG_TAIL_LINES)
     assert log_request.params["container"] == "trainer"
 
 
@@ -149,9 +150,9 @@ async def test_an_api_failure_leaves_a_clear_error_and_the_next_reconcile_recove
     api.add_resource()
     api.mock["get", "/apis/batch/v1/namespaces/default/jobs"][:1] << 500 << {"message": "etcd"}
     emitted: list[reconcile.Event] = []
-    controller = operator.Controller(api.cluster, lambda resource, event: emitted.append(event))
+    controller = Controller(api.cluster, lambda resource, event: emitted.append(event))
     delay = await controller._reconcile("default", "mnist")  # logged, not raised
-    assert delay == operator.ERROR_RETRY_SECONDS
+    assert delay == ERROR_RETRY_SECONDS
     assert not api.objects(JOBS) and not emitted
     await api.reconcile()
     assert list(api.objects(JOBS)) == ["mnist-worker"]
@@ -160,7 +161,7 @@ async def test_an_api_failure_leaves_a_clear_error_and_the_next_reconcile_recove
 async def test_the_controller_folds_events_during_a_reconcile_into_one_more_run(api: Api):
     api.add_resource()
     emitted: list[reconcile.Event] = []
-    controller = operator.Controller(api.cluster, lambda resource, event: emitted.append(event))
+    controller = Controller(api.cluster, lambda resource, event: emitted.append(event))
     await asyncio.gather(*(controller.trigger("default", "mnist") for _ in range(5)))
     gets = [r for r in api.requests("GET", MWJ) if r.name == "mnist"]
     assert len(gets) == 2  # the first run, and one more for the four events meanwhile
@@ -175,7 +176,7 @@ async def test_the_events_are_posted_on_the_resource(api: Api):
     def emit(resource: dict[str, Any], event: reconcile.Event) -> None:
         emitted.append((resource["metadata"]["uid"], event.reason))
 
-    controller = operator.Controller(api.cluster, emit)
+    controller = Controller(api.cluster, emit)
     await controller.trigger("default", "mnist")
     assert emitted == [(body["metadata"]["uid"], "Created")]
     json.dumps(api.resource())  # what the mock stored is plain JSON
@@ -222,9 +223,9 @@ async def test_an_api_error_while_acting_is_reported_once_on_the_resource(api: A
                    'group "" in the namespace "default"',
     }  # fmt: skip
     emitted: list[reconcile.Event] = []
-    controller = operator.Controller(api.cluster, lambda resource, event: emitted.append(event))
+    controller = Controller(api.cluster, lambda resource, event: emitted.append(event))
     for _ in range(3):
-        assert await controller._reconcile("default", "mnist") == operator.ERROR_RETRY_SECONDS
+        assert await controller._reconcile("default", "mnist") == ERROR_RETRY_SECONDS
         del api.mock.objects[SERVICES, "default", "mnist"]  # the mock stores refused objects
     (event,) = emitted
     assert (event.type, event.reason) == ("Warning", "ApiError")

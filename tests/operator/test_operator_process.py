@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from launcher import crd
+from launcher.operator import crd
 from tests.operator.conftest import JOBS, NAMESPACE, Api
 from tests.operator.sim import resource
 from tests.operator.test_kopf_e2e import eventually

@@ -6,10 +6,13 @@ import datetime
 
 import pytest
 
-from launcher import crd
 from launcher.core import contract, labels, render
 from launcher.core import spec as spec_model
-from launcher.reconcile import Observed, children, decide, parse_result, rejected, trimmed
+from launcher.operator import crd
+from launcher.operator.children import children, trimmed
+from launcher.operator.objects import parse_result
+from launcher.operator.observe import Observed
+from launcher.operator.reconcile import decide, rejected
 from tests.operator.sim import RESULT, Cluster, resource, result_log
 
 

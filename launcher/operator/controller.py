@@ -1,7 +1,7 @@
 """The operator edge: kopf tells us what changed, `reconcile.decide()` says what to do.
 
-kopf only watches and calls us; every decision is in the pure `launcher.reconcile`, and
-every Kubernetes call goes through `launcher.cluster`. One reconcile reads the MultiWorkerJob
+kopf only watches and calls us; every decision is in the pure `launcher.operator.reconcile`,
+and every Kubernetes call goes through `launcher.cluster`. One reconcile reads the MultiWorkerJob
 and its Jobs and pods afresh, decides, writes the status, then acts, so it does not matter
 which event caused it, or how many: the handlers only say "look at this MultiWorkerJob".
 
@@ -19,16 +19,16 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import kopf
 
-from launcher import crd, reconcile
 from launcher.cluster import client, custom
 from launcher.cluster.client import Cluster
 from launcher.core import labels
 from launcher.core.errors import ClusterError, Forbidden, Invalid, TflaunchError
+from launcher.operator import crd, observe, reconcile
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -67,13 +67,13 @@ def reconcile_once(
     if resource is None:
         return Outcome(None, reconcile.Plan())
     selector = labels.job_selector_string(name)
-    observed = reconcile.Observed(
+    observed = observe.Observed(
         resource=resource,
         jobs=cluster.list_objects("Job", namespace, selector),
         pods=cluster.list_objects("Pod", namespace, selector),
         now=now or datetime.datetime.now(datetime.timezone.utc),
     )
-    chief = reconcile.chief_log_wanted(observed)
+    chief = observe.chief_log_wanted(observed)
     if chief is not None:
         observed = dataclasses.replace(observed, chief_log=_chief_log(cluster, chief, namespace))
     plan = reconcile.decide(observed)
@@ -98,7 +98,7 @@ class ReconcileError(ClusterError):
 def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
     """The tail of the chief's log; None when it cannot be read for good (gone, forbidden)."""
     try:
-        return custom.pod_log_tail(cluster, pod, namespace, reconcile.LOG_TAIL_LINES)
+        return custom.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
     except Forbidden as error:
         logger.warning("%s/%s: cannot read the result: %s", namespace, pod, error)
         return None
@@ -254,6 +254,28 @@ def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
         username=configuration.username or None,
         password=configuration.password or None,
         default_namespace=cluster.namespace,
+    )
+
+
+def run(
+    cluster: Cluster, namespaces: Sequence[str], *, clusterwide: bool, liveness: str | None
+) -> None:
+    """Run the operator in the foreground (kopf's event loop) until it is stopped.
+
+    Args:
+        cluster: the API, from `launcher.cluster.client.connect()`.
+        namespaces: serve the MultiWorkerJobs of these namespaces...
+        clusterwide: ...or of every namespace.
+        liveness: kopf's health endpoint URL (for the Deployment's livenessProbe), or None.
+    """
+    controller = Controller(cluster, kopf_event)
+    kwargs: dict[str, Any] = {"clusterwide": True} if clusterwide else {"namespaces": namespaces}
+    kopf.run(
+        registry=registry,
+        standalone=True,  # one replica (Recreate): no peering objects, no RBAC for them
+        liveness_endpoint=liveness,
+        memo=kopf.Memo(controller=controller),
+        **kwargs,
     )
 
 

@@ -1,0 +1,473 @@
+"""The operator's decisions: what a MultiWorkerJob and its children look like -> what to do.
+
+Pure: `decide()` takes the observed state as plain dicts (the resource, its child Jobs and
+their pods, the time) and returns a `Plan` (objects to create, Jobs to delete or patch, the
+new status, the events to post). The kopf handlers in `launcher.operator.controller` only
+observe, call `decide()` and carry the plan out through `launcher.cluster`, so every rule
+below is testable without a cluster, and a reconcile can run any number of times with the
+same outcome.
+
+One decision runs in named steps: observe (`launcher.operator.observe`: the `Group`), then
+decide restart (the outcome of a running group: succeeded, failed, or restart it all),
+plan writes (create what is missing, recreate for a spec change, refuse a name conflict),
+and decide status (a group that runs, waits for its workers or is suspended).
+
+Why the rules are what they are:
+
+* MultiWorkerMirroredStrategy cannot continue with a missing peer, so one failed worker
+  means a whole-group restart: every Job is deleted (foreground, so old pods are gone
+  before new ones start) and recreated; the trainer resumes from its checkpoint. The child
+  Jobs get backoffLimit 0 so that Kubernetes does not retry single pods behind our back.
+  spec.backoffLimit is the group-restart budget, as it is for `tflaunch local`.
+* Exit code `contract.EXIT_CONFIG_ERROR` means retrying cannot help: Failed at once.
+* A Job's pod template is immutable. A spec edit is applied (by recreating the Jobs) only
+  while the job is suspended; otherwise it is reported and left alone.
+* spec.suspend is propagated when it changes, not on every reconcile, so that Kueue can
+  suspend and admit the Jobs itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from launcher.core import contract, labels
+from launcher.core import spec as spec_model
+from launcher.core.errors import SpecError
+from launcher.operator import crd
+from launcher.operator.children import bool_text, children, remaining_deadline, trimmed
+from launcher.operator.conditions import (
+    INVALID_SPEC,
+    NAME_CONFLICT,
+    REJECTED,
+    finished,
+    with_phase,
+    with_workers,
+)
+from launcher.operator.crd import Phase, Status
+from launcher.operator.objects import (
+    K8sObject,
+    annotation_of,
+    chief_pod,
+    failed_workers,
+    format_time,
+    job_complete,
+    job_failed,
+    job_suspended,
+    meta_of,
+    name_of,
+    parse_result,
+    parse_time,
+    terminated_state,
+    terminating,
+)
+from launcher.operator.observe import Group, Observed, observe, owned
+
+CONFLICT_RETRY_SECONDS = 30.0
+RESTART_POLL_SECONDS = 5.0
+"""How soon to look again while old Jobs are still terminating (their deletion events
+usually come first)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event to post on the MultiWorkerJob."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What to do, in this order: status, deletions, patches, creations, the resource."""
+
+    status: Status | None = None
+    """The new status; None when it did not change (so nothing is written)."""
+    delete_jobs: tuple[str, ...] = ()
+    """Job names to delete with foreground propagation (their pods go first)."""
+    patch_jobs: tuple[tuple[str, K8sObject], ...] = ()
+    """(Job name, merge patch)."""
+    create: tuple[K8sObject, ...] = ()
+    """Objects to create; an existing one (409) is fine."""
+    delete_resource: bool = False
+    """ttlSecondsAfterFinished has passed: delete the MultiWorkerJob (its children cascade)."""
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None
+    """Look again after this many seconds even if nothing happens (TTL, slow deletions)."""
+
+
+def _transition_events(old: Status, new: Status) -> tuple[Event, ...]:
+    if new.phase == old.phase or new.phase is None or new.phase == "Created":
+        return ()  # the creation itself is announced by its own event
+    warning = new.phase in ("Failed", "Restarting")
+    return (Event("Warning" if warning else "Normal", new.phase, new.message or new.reason),)
+
+
+# --- The decision ---------------------------------------------------------------------------
+
+
+def decide(observed: Observed) -> Plan:
+    """Everything the operator should do for one MultiWorkerJob, given what it observed."""
+    resource = observed.resource
+    if terminating(resource):
+        return Plan()  # the garbage collector deletes the children
+    old = crd.status_from_document(resource.get("status"))
+    if finished(old):
+        return _after_finish(observed, old)
+    if old.reason == REJECTED and old.observed_generation == meta_of(resource).get("generation"):
+        return Plan()  # the API server refused this spec's objects: wait for an edit
+    jobs, pods = owned(observed)
+    try:
+        job = spec_model.job_from_document(trimmed(resource))
+    except SpecError as error:
+        return _invalid_spec(observed, old, jobs, error)
+    return _run(observe(observed, job, old, jobs, pods))
+
+
+def rejected(observed: Observed, error: str) -> Plan:
+    """The API server refused to create a child (422): Failed until the spec is edited.
+
+    The spec passed `spec.validate`, but something only the server checks did not (a
+    toleration's fields, an admission webhook); creating it again would fail the same way.
+    """
+    old = crd.status_from_document(observed.resource.get("status"))
+    message = f"{error}; fix the spec (kubectl edit mwj {name_of(observed.resource)})"
+    status = with_phase(old, "Failed", REJECTED, message, observed.now)
+    status = dataclasses.replace(
+        status, observed_generation=meta_of(observed.resource).get("generation")
+    )
+    return Plan(status=status, events=(Event("Warning", REJECTED, message),))
+
+
+def _after_finish(observed: Observed, old: Status) -> Plan:
+    """Succeeded or Failed: nothing runs any more; only the TTL is left to apply."""
+    ttl = _ttl(observed.resource)
+    completed = parse_time(old.completion_time)
+    if ttl is None or completed is None:
+        return Plan()
+    left = (completed - observed.now).total_seconds() + ttl
+    if left > 0:
+        return Plan(requeue_after=left)
+    return Plan(
+        delete_resource=True,
+        events=(
+            Event("Normal", "Expired", f"deleting: finished more than {ttl}s ago "
+                  "(spec.ttlSecondsAfterFinished)"),
+        ),
+    )  # fmt: skip
+
+
+def _ttl(resource: Mapping[str, Any]) -> int | None:
+    try:
+        return spec_model.job_from_document(trimmed(resource)).spec.ttl_seconds_after_finished
+    except SpecError:
+        raw = (resource.get("spec") or {}).get("ttlSecondsAfterFinished")
+        return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+
+
+def _invalid_spec(
+    observed: Observed, old: Status, jobs: Sequence[Mapping[str, Any]], error: SpecError
+) -> Plan:
+    generation = meta_of(observed.resource).get("generation")
+    if any(not terminating(j) for j in jobs):
+        # Running with an edit that does not validate: keep running what was valid.
+        if generation == old.observed_generation:
+            return Plan()
+        return Plan(
+            status=dataclasses.replace(old, observed_generation=generation),
+            events=(
+                Event("Warning", "SpecChangeRejected",
+                      f"the edited spec is invalid and was not applied: {error}"),
+            ),
+        )  # fmt: skip
+    message = (
+        f"{error}; fix the spec (kubectl edit mwj {name_of(observed.resource)}) and the "
+        "operator tries again"
+    )
+    status = with_phase(old, "Failed", INVALID_SPEC, message, observed.now)
+    status = dataclasses.replace(status, observed_generation=generation)
+    if status == old:
+        return Plan()
+    return Plan(status=status, events=(Event("Warning", INVALID_SPEC, message),))
+
+
+# --- The steps of one decision, after step 1 (`observe`) -------------------------------------
+
+
+def _run(g: Group) -> Plan:
+    """Steps 2 to 4 for a valid, unfinished MultiWorkerJob."""
+    if g.old.phase == "Restarting":
+        return _restarting(g)
+    if g.live:
+        outcome = _outcome(g)
+        if outcome is not None:
+            return outcome
+    if any(terminating(j) for j in g.jobs):
+        return _waiting_for_deletion(g)
+    if not g.live:
+        foreign = _foreign_jobs(g)
+        if foreign:
+            return _name_conflict(g, foreign)
+        return _create(g, restarted=False)
+    stale = any(annotation_of(j, labels.SPEC_HASH) != g.hash for j in g.live)
+    if stale and all(job_suspended(j) for j in g.live):
+        return _apply_spec_change(g)
+    missing = set(g.job_names) - {name_of(j) for j in g.live}
+    if missing and not stale:
+        return _create(g, restarted=False)  # only the missing Jobs
+    return _steady(g, spec_change_pending=stale)
+
+
+# --- Step 2, decide restart: the outcome of a running group ---------------------------------
+
+
+def _outcome(g: Group) -> Plan | None:
+    """Succeeded, Failed or Restarting, when the live Jobs say so."""
+    exits = failed_workers(g.pods)
+    failures = [(j, c) for j in g.live if (c := job_failed(j)) is not None]
+    config = [e for e in exits if e.exit_code == contract.EXIT_CONFIG_ERROR]
+    if config or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
+        what = config[0].describe() if config else _job_message(failures)
+        return _fail(
+            g,
+            "ConfigError",
+            f"{what}; exit code {contract.EXIT_CONFIG_ERROR} is a configuration error "
+            "that a restart cannot fix",
+        )
+    if any(c.get("reason") == "DeadlineExceeded" for _, c in failures):
+        return _fail(
+            g,
+            "DeadlineExceeded",
+            "the job ran longer than spec.activeDeadlineSeconds "
+            f"({g.job.spec.active_deadline_seconds}s)",
+        )
+    if failures:
+        what = exits[0].describe() if exits else _job_message(failures)
+        return _restart_or_fail(g, what)
+    if set(g.job_names) <= {name_of(j) for j in g.live if job_complete(j)}:
+        return _succeed(g)
+    return None
+
+
+def _succeed(g: Group) -> Plan:
+    chief = chief_pod(g.pods)
+    result = parse_result((terminated_state(chief) or {}).get("message")) if chief else None
+    result = result or parse_result(g.observed.chief_log)
+    message = f"all {g.workers} workers completed"
+    if result is None:
+        message += f"; no {contract.RESULT_LINE_PREFIX.strip()} line in the chief's log"
+    elif isinstance(result.get("test_accuracy"), int | float):
+        message += f"; test accuracy {result['test_accuracy']:.4f}"
+    status = with_phase(g.status, "Succeeded", "Completed", message, g.now)
+    status = dataclasses.replace(
+        with_workers(status, 0, g.workers),
+        result=result or {},
+        completion_time=format_time(g.now),
+        start_time=g.status.start_time or format_time(g.now),
+    )
+    return Plan(status=status, events=_transition_events(g.old, status))
+
+
+def _fail(g: Group, reason: str, message: str) -> Plan:
+    """Failed for good: stop what still runs (keep the failed Jobs for their logs)."""
+    status = with_phase(g.status, "Failed", reason, message, g.now)
+    status = dataclasses.replace(
+        with_workers(status, 0, g.workers), completion_time=format_time(g.now)
+    )
+    running = tuple(name_of(j) for j in g.live if job_failed(j) is None and not job_complete(j))
+    return Plan(status=status, delete_jobs=running, events=_transition_events(g.old, status))
+
+
+def _restart_or_fail(g: Group, what: str) -> Plan:
+    limit = g.job.spec.backoff_limit
+    if g.status.restarts >= limit:
+        return _fail(
+            g,
+            "BackoffLimitExceeded",
+            f"{what}; the group was restarted {g.status.restarts} times already "
+            f"(spec.backoffLimit: {limit})",
+        )
+    restarts = g.status.restarts + 1
+    message = (
+        f"{what}; restarting all {g.workers} workers from the last checkpoint "
+        f"(restart {restarts} of {limit})"
+    )
+    status = with_phase(g.status, "Restarting", "WorkerFailed", message, g.now)
+    status = dataclasses.replace(with_workers(status, 0, g.workers), restarts=restarts)
+    return Plan(
+        status=status,
+        delete_jobs=tuple(name_of(j) for j in g.live),
+        events=_transition_events(g.old, status),
+        requeue_after=RESTART_POLL_SECONDS,
+    )
+
+
+def _job_message(failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
+    job, condition = failures[0]
+    detail = condition.get("message") or condition.get("reason") or "failed"
+    return f"Job {name_of(job)} failed: {detail}"
+
+
+# --- Step 3, plan writes: restarts and spec changes (delete, wait until gone, create) ---------
+
+
+def _restarting(g: Group) -> Plan:
+    if g.jobs:
+        return _waiting_for_deletion(g)
+    return _create(g, restarted=True)
+
+
+def _waiting_for_deletion(g: Group) -> Plan:
+    """Old Jobs still exist: (re)issue their deletion and look again soon."""
+    return Plan(
+        status=None if g.status == g.old else g.status,
+        delete_jobs=tuple(name_of(j) for j in g.live),
+        requeue_after=RESTART_POLL_SECONDS,
+    )
+
+
+def _apply_spec_change(g: Group) -> Plan:
+    message = (
+        f"applying the edited spec (generation {g.status.observed_generation}): "
+        "recreating the suspended Jobs"
+    )
+    status = with_phase(g.status, "Suspended", "SpecChanged", message, g.now)
+    return Plan(
+        status=None if status == g.old else status,
+        delete_jobs=tuple(name_of(j) for j in g.live),
+        events=(Event("Normal", "SpecChanged", message),),
+        requeue_after=RESTART_POLL_SECONDS,
+    )
+
+
+def _foreign_jobs(g: Group) -> list[str]:
+    """Jobs with our names that this resource does not own (e.g. `tflaunch submit`)."""
+    ours = {name_of(j) for j in g.jobs}
+    return sorted(
+        name_of(j) for j in g.observed.jobs if name_of(j) in g.job_names and name_of(j) not in ours
+    )
+
+
+def _name_conflict(g: Group, foreign: list[str]) -> Plan:
+    message = (
+        f"Job {', '.join(foreign)} already exists and does not belong to this "
+        "MultiWorkerJob (was the job also submitted with `tflaunch submit`?); delete "
+        "it, or rename this MultiWorkerJob"
+    )
+    status = with_phase(g.status, "Failed", NAME_CONFLICT, message, g.now)
+    return Plan(
+        status=None if status == g.old else status,
+        events=() if status.message == g.old.message else (
+            Event("Warning", NAME_CONFLICT, message),
+        ),
+        requeue_after=CONFLICT_RETRY_SECONDS,
+    )  # fmt: skip
+
+
+def _create(g: Group, restarted: bool) -> Plan:
+    """Create what is missing: the Service, NetworkPolicy and the absent Jobs."""
+    deadline = remaining_deadline(g.job, g.status, g.now)
+    if deadline is not None and deadline <= 0:
+        return _fail(
+            g,
+            "DeadlineExceeded",
+            "no time left to (re)start the workers within spec.activeDeadlineSeconds "
+            f"({g.job.spec.active_deadline_seconds}s)",
+        )
+    desired = children(g.job, g.observed.resource, g.status.restarts, deadline)
+    existing = {name_of(j) for j in g.live}
+    create = tuple(o for o in desired if o["kind"] != "Job" or name_of(o) not in existing)
+    jobs = [name_of(o) for o in create if o["kind"] == "Job"]
+    if g.job.spec.suspend:
+        phase: Phase = "Suspended"
+        reason, message = "Suspended", "created suspended (spec.suspend: true)"
+    else:
+        phase, reason = "Created", "Restarted" if restarted else "Created"
+        message = f"waiting for the workers: 0/{g.workers} ready"
+    status = with_workers(with_phase(g.status, phase, reason, message, g.now), 0, g.workers)
+    if restarted:
+        event = Event(
+            "Normal", "Restarted",
+            f"recreated Job {', '.join(jobs)} after restart {g.status.restarts}",
+        )  # fmt: skip
+    else:
+        event = Event(
+            "Normal", "Created",
+            f"created Job {', '.join(jobs)} for {g.workers} workers, with their "
+            "Service and NetworkPolicy",
+        )  # fmt: skip
+    return Plan(
+        status=None if status == g.old else status,
+        create=create,
+        events=(event, *_transition_events(g.old, status)),
+    )
+
+
+# --- Step 4, decide status: a group that exists and has not finished ------------------------
+
+
+def _steady(g: Group, spec_change_pending: bool) -> Plan:
+    patches = _suspend_patches(g)
+    patched = {name for name, _ in patches}
+    suspended = all(
+        g.job.spec.suspend if name_of(j) in patched else job_suspended(j) for j in g.live
+    )
+    total = g.workers
+    if spec_change_pending:  # the running group is still the one of the old spec
+        total = sum(int((j.get("spec") or {}).get("completions") or 1) for j in g.live)
+    ready = sum(int((j.get("status") or {}).get("ready") or 0) for j in g.live)
+    ready = 0 if suspended else min(total, ready)
+    phase: Phase
+    if suspended and g.job.spec.suspend:
+        phase, reason = "Suspended", "Suspended"
+        message = "suspended (spec.suspend: true): the workers' pods are deleted"
+    elif suspended:
+        phase, reason = "Suspended", "Queued"
+        message = "the Jobs are suspended by someone else, e.g. queued by Kueue"
+    elif ready >= total:
+        phase, reason = "Running", "AllWorkersReady"
+        message = f"all {total} workers are ready"
+    else:
+        phase, reason = "Created", "WaitingForWorkers"
+        message = f"waiting for the workers: {ready}/{total} ready"
+    events: list[Event] = []
+    if spec_change_pending and g.job.spec.suspend:
+        message = f"{message}; the edited spec is applied once the Jobs are suspended"
+    elif spec_change_pending:
+        note = (
+            "the spec was edited while the job runs and is not applied (a Job's pod "
+            "template is immutable): set spec.suspend: true to apply it, or delete and "
+            "re-create the MultiWorkerJob"
+        )
+        message = f"{message}; {note}"
+        if g.old.observed_generation != g.status.observed_generation:
+            events.append(Event("Warning", "SpecChangeRejected", note))
+    if patches and g.old.phase == "Suspended" and not g.job.spec.suspend:
+        events.append(Event("Normal", "Resumed", "resumed (spec.suspend: false)"))
+    status = with_workers(with_phase(g.status, phase, reason, message, g.now), ready, total)
+    if phase == "Running" and status.start_time is None:
+        status = dataclasses.replace(status, start_time=format_time(g.now))
+    events.extend(_transition_events(g.old, status))
+    return Plan(
+        status=None if status == g.old else status,
+        patch_jobs=patches,
+        events=tuple(events),
+    )
+
+
+def _suspend_patches(g: Group) -> tuple[tuple[str, K8sObject], ...]:
+    """Propagate spec.suspend to the Jobs that have not seen its current value yet."""
+    wanted = bool_text(g.job.spec.suspend)
+    return tuple(
+        (
+            name_of(j),
+            {
+                "metadata": {"annotations": {labels.SUSPEND_REQUESTED: wanted}},
+                "spec": {"suspend": g.job.spec.suspend},
+            },
+        )
+        for j in g.live
+        if annotation_of(j, labels.SUSPEND_REQUESTED) != wanted
+    )
