@@ -164,7 +164,7 @@ def local_command(
       tflaunch local examples/mnist.yaml --data ~/mnist.npz --epochs 1
       tflaunch local --workers 2 -- --max-train-examples 6000
     """
-    from launcher import dataset, local
+    from launcher.local import dataset, runner
 
     if data is not None and not Path(data).is_file():
         raise click.BadParameter(
@@ -176,11 +176,11 @@ def local_command(
         f"tflaunch: {job.name}: {job.spec.workers} local worker(s), "
         f"global batch {job.spec.trainer.global_batch_size}, workdir {workdir}"
     )
-    result = local.run_local(job, workdir, data, trainer_args, write=click.echo)
+    result = runner.run_local(job, workdir, data, trainer_args, write=click.echo)
     click.echo(
         f"tflaunch: {job.name} succeeded: test_accuracy={result.get('test_accuracy'):.4f} "
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
-        f"-> {local.LocalPaths(workdir).result_file}"
+        f"-> {runner.LocalPaths(workdir).result_file}"
     )
 
 

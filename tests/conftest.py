@@ -1,1 +1,1 @@
-"""Shared test configuration. Suites: core/, trainer/, cluster/, operator/, infra/."""
+"""Shared test configuration. Suites: core/, local/, trainer/, cluster/, operator/, infra/, e2e/."""

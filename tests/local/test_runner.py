@@ -15,7 +15,7 @@ import pytest
 
 from launcher.core import contract
 from launcher.core.spec import load_job
-from launcher.local import Attempt, LocalPaths, next_step, worker_commands
+from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 
 # --- the pure parts ------------------------------------------------------------------------
 

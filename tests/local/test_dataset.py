@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import dataset
 from launcher.cli import run
 from launcher.core import contract
 from launcher.core.errors import SpecError
+from launcher.local import dataset
 
 
 @pytest.fixture
