@@ -1,7 +1,10 @@
 """The command line of `python -m trainer`, parsed into one frozen dataclass.
 
-Every flag is checked here, by argparse, so that a bad value costs one line and exit 2
-before anything heavy (TensorFlow, data, peers) is touched. Checks that need more than
+Every flag is checked here, by argparse, so that a bad value costs one line before
+anything heavy (TensorFlow, data, peers) is touched. A bad flag is a configuration error
+(exit 78), not argparse's usual exit 2: the flags come from the job spec
+(spec.trainer.extraArgs), so a restarted worker would fail the same way, and the Job's
+podFailurePolicy fails the Job at once only on 78. Checks that need more than
 one flag or the cluster (batch divisibility, data shapes) live in `preflight` and `data`.
 """
 
@@ -11,8 +14,10 @@ import argparse
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 from launcher.core import contract
+from trainer.errors import ConfigError
 
 SAVE_FREQ_EPOCH = "epoch"
 THREADS_AUTO = "auto"
@@ -49,6 +54,20 @@ class TrainConfig:
     threads: int | str
     """Intra/inter-op threads: "auto", 0 for TensorFlow's default, or a count."""
     steps_per_execution: int
+
+
+class UsageError(ConfigError):
+    """A flag argparse refused (unknown, missing value, bad value): retrying cannot help."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError with one line instead of printing usage and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(
+            f"bad trainer flag: {message}; fix spec.trainer (or spec.trainer.extraArgs, or "
+            f"the flags after `tflaunch local --`); see `{self.prog} --help`"
+        )
 
 
 def _number(
@@ -104,7 +123,7 @@ _NON_NEGATIVE_SECONDS = _number(float, 0, "a number of seconds >= 0")
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     """The argparse parser; `env` supplies defaults that come from the environment."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m trainer",
         description=(
             "Train the MNIST CNN under MultiWorkerMirroredStrategy; one process per "
@@ -113,9 +132,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         ),
         epilog=(
             f"Exit codes: {contract.EXIT_OK} done, {contract.EXIT_TRANSIENT} transient "
-            f"(retry may help), 2 bad flag, {contract.EXIT_RENDEZVOUS_TIMEOUT} peers "
-            f"never came, {contract.EXIT_CONFIG_ERROR} configuration error (retry "
-            "cannot help)."
+            f"(retry may help), {contract.EXIT_RENDEZVOUS_TIMEOUT} peers never came, "
+            f"{contract.EXIT_CONFIG_ERROR} configuration error, a bad flag included "
+            "(retry cannot help)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -242,6 +261,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None, env: Mapping[str, str] | None = None) -> TrainConfig:
-    """Parse the command line; argparse exits 2 with one line on a bad value."""
+    """Parse the command line.
+
+    Raises:
+        UsageError: a flag is unknown, lacks its value or has a bad one (one line).
+    """
     namespace = build_parser(os.environ if env is None else env).parse_args(argv)
     return TrainConfig(**vars(namespace))

@@ -99,11 +99,11 @@ def program(config: TrainConfig, env_warning: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse flags (exit 2 on bad ones), run, and map failures to exit codes."""
-    config = parse_args(argv)
-    env_warning = preflight.prepare_environment(os.environ)
+    """Parse flags, run, and map failures (a bad flag included) to exit codes."""
     logs.configure("worker ?")
     try:
+        config = parse_args(argv)
+        env_warning = preflight.prepare_environment(os.environ)
         return program(config, env_warning)
     except TrainerError as e:
         log.error("%s", e)

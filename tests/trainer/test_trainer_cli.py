@@ -74,6 +74,23 @@ def test_bad_tf_config_exits_with_a_config_error_naming_the_field(
     assert_config_error(spawn(["--data", str(mnist_npz), *FAST], tf_config=raw), phrase)
 
 
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["--epochz", "3"], "unrecognized arguments: --epochz 3"),
+        (["--epochs", "0"], "argument --epochs: '0' is not a positive integer"),
+    ],
+)
+def test_a_bad_flag_exits_with_a_config_error_instead_of_a_retryable_2(
+    spawn: Spawn, mnist_npz: Path, argv: list[str], phrase: str
+) -> None:
+    """Flags come from spec.trainer.extraArgs: a retry with the same flags cannot help."""
+    worker = spawn(["--data", str(mnist_npz), *FAST, *argv])
+    assert_config_error(worker, phrase, "spec.trainer.extraArgs")
+    assert "usage:" not in worker.stderr
+    assert "tensorflow" not in worker.stderr.lower()  # refused before TensorFlow loads
+
+
 def test_missing_data_names_both_ways_to_provide_it(spawn: Spawn, tmp_path: Path) -> None:
     line = assert_config_error(
         spawn(FAST), "--data", "TFLAUNCH_DATA", "/opt/tflaunch/mnist.npz", "storage.googleapis.com"

@@ -1,11 +1,13 @@
-"""The command line: defaults, parsing, and one-line errors (exit 2) for bad values."""
+"""The command line: defaults, parsing, and one-line configuration errors (exit 78) for
+bad flags: retrying a worker with the same flags cannot help."""
 
 from __future__ import annotations
 
 import pytest
 
 from launcher.core import contract
-from trainer.config import TrainConfig, parse_args
+from trainer.config import TrainConfig, UsageError, parse_args
+from trainer.errors import ConfigError
 
 
 def test_defaults_are_the_documented_ones() -> None:
@@ -48,27 +50,38 @@ def test_threads_is_auto_zero_or_a_count(text: str, value: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "phrase"),
     [
-        ["--epochs", "0"],
-        ["--epochs", "two"],
-        ["--global-batch-size", "-8"],
-        ["--save-freq", "0"],
-        ["--save-freq", "batch"],
-        ["--threads", "-1"],
-        ["--rendezvous-timeout", "0"],
-        ["--collective-timeout", "-1"],
-        ["--learning-rate", "0"],
-        ["--expect-gpus", "-1"],
-        ["--max-train-examples", "0"],
-        ["--no-such-flag"],
+        (["--epochs", "0"], "argument --epochs: '0' is not a positive integer"),
+        (["--epochs", "two"], "argument --epochs: 'two' is not a positive integer"),
+        (["--global-batch-size", "-8"], "argument --global-batch-size"),
+        (["--save-freq", "0"], "argument --save-freq"),
+        (["--save-freq", "batch"], "argument --save-freq"),
+        (["--threads", "-1"], "argument --threads"),
+        (["--rendezvous-timeout", "0"], "argument --rendezvous-timeout"),
+        (["--collective-timeout", "-1"], "argument --collective-timeout"),
+        (["--learning-rate", "0"], "argument --learning-rate"),
+        (["--expect-gpus", "-1"], "argument --expect-gpus"),
+        (["--max-train-examples", "0"], "argument --max-train-examples"),
+        (["--epochs"], "argument --epochs: expected one argument"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ],
 )
-def test_every_bad_flag_value_is_one_line_and_exit_2(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+def test_every_bad_flag_is_a_one_line_config_error_not_a_retryable_exit_2(
+    argv: list[str], phrase: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(UsageError) as error:
         parse_args(argv, env={})
-    assert exit_info.value.code == 2
-    error_lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
-    assert len(error_lines) == 1
+    assert isinstance(error.value, ConfigError)
+    assert error.value.exit_code == contract.EXIT_CONFIG_ERROR == 78
+    message = str(error.value)
+    assert "\n" not in message and phrase in message, message
+    assert "spec.trainer.extraArgs" in message and "python -m trainer --help" in message
+    assert capsys.readouterr().err == ""  # no usage block: the one line is the message
+
+
+def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--help"], env={})
+    assert exit_info.value.code == 0
+    assert f"{contract.EXIT_CONFIG_ERROR} configuration error" in capsys.readouterr().out
