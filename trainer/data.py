@@ -148,7 +148,7 @@ def load_mnist(path: str | None) -> Mnist:
 
 
 def steps_in(num_examples: int, global_batch: int, split: str) -> int:
-    """Full global batches in a split; drop_remainder keeps shapes equal everywhere.
+    """Full global batches in a split (training drops the remainder of each pass).
 
     Raises:
         ConfigError: the split holds less than one global batch.
@@ -160,6 +160,19 @@ def steps_in(num_examples: int, global_batch: int, split: str) -> int:
             f"of {global_batch}; lower --global-batch-size or raise --max-{split}-examples"
         )
     return steps
+
+
+def eval_steps(num_examples: int, global_batch: int) -> int:
+    """Global batches that hold every test example, the last one padded (`eval_dataset`).
+
+    Raises:
+        ConfigError: the test set is empty.
+    """
+    if num_examples == 0:
+        raise ConfigError(
+            "the test set has no examples; x_test/y_test of the --data file are empty"
+        )
+    return -(-num_examples // global_batch)
 
 
 def steps_per_epoch(num_examples: int, global_batch: int, requested: int | None) -> int:
@@ -208,12 +221,23 @@ def train_dataset(
     )
 
 
+def padded_test_set(mnist: Mnist, global_batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Images, labels and a mask (1 = real, 0 = padding), padded to whole global batches."""
+    count = len(mnist.y_test)
+    padding = eval_steps(count, global_batch) * global_batch - count
+    images = np.concatenate([scale(mnist.x_test), np.zeros((padding, *IMAGE_SHAPE, 1), np.float32)])
+    labels = np.concatenate([_labels(mnist.y_test), np.zeros(padding, np.int64)])
+    mask = np.concatenate([np.ones(count, np.float32), np.zeros(padding, np.float32)])
+    return images, labels, mask
+
+
 def eval_dataset(mnist: Mnist, global_batch: int, autotune: bool = True) -> tf.data.Dataset:
-    """Batched globally with drop_remainder, so every worker evaluates the same shapes."""
+    """(images, labels, mask) in whole global batches: every test example once, and the
+    last batch padded with mask 0, so every worker evaluates the same shapes and steps."""
     import tensorflow as tf
 
     return (
-        tf.data.Dataset.from_tensor_slices((scale(mnist.x_test), _labels(mnist.y_test)))
+        tf.data.Dataset.from_tensor_slices(padded_test_set(mnist, global_batch))
         .batch(global_batch, drop_remainder=True)
         .cache()
         .prefetch(tf.data.AUTOTUNE if autotune else 2)

@@ -47,7 +47,7 @@ def make_plan(
         steps_per_epoch=data.steps_per_epoch(
             len(mnist.y_train), config.global_batch_size, config.steps_per_epoch
         ),
-        eval_steps=data.steps_in(len(mnist.y_test), config.global_batch_size, "test"),
+        eval_steps=data.eval_steps(len(mnist.y_test), config.global_batch_size),
         threads=preflight.thread_count(config.threads),
     )
 

@@ -8,6 +8,7 @@ TensorFlow must already see TF_USE_LEGACY_KERAS=1 so that `tf.keras` is tf-keras
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import tf_keras as keras
 
@@ -55,6 +56,11 @@ def compile_model(model: keras.Model, learning_rate: float, steps_per_execution:
         metrics=["accuracy"],
         steps_per_execution=steps_per_execution,
     )
+
+
+def per_example_loss(labels: Any, logits: Any) -> Any:
+    """The loss `compile_model` trains on, one value per example (no reduction)."""
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
 def weights_digest(model: keras.Model) -> str:

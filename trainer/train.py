@@ -22,7 +22,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from launcher.core import contract
-from trainer import data
+from trainer import data, evaluate
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
@@ -157,9 +157,6 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._watchdog.beat()
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self._watchdog.beat()
-
-    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._watchdog.beat()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -304,9 +301,7 @@ def run(
     try:
         watchdog.arm("evaluation", config.stall_timeout)
         started = time.monotonic()
-        scores = model.evaluate(
-            test, steps=plan.eval_steps, callbacks=callbacks[:1], return_dict=True, verbose=0
-        )
+        scores = evaluate.evaluate(strategy, model, test, plan.eval_steps, watchdog.beat)
         watchdog.arm("export", config.stall_timeout)
         exported = time.monotonic()
         export_model(model, config.model_dir, cluster.is_chief)
@@ -320,17 +315,19 @@ def run(
     steps_run = (config.epochs - resume.epoch) * plan.steps_per_epoch - resume.step
     digest = model_lib.weights_digest(model)
     log.info(
-        "test accuracy %.4f, loss %.4f; %.0f images/s; weights sha256 %s",
-        scores["accuracy"],
-        scores["loss"],
+        "test accuracy %.4f, loss %.4f over %d examples; %.0f images/s; weights sha256 %s",
+        scores.accuracy,
+        scores.loss,
+        scores.examples,
         steps_run * plan.global_batch_size / fit_seconds,
         digest,
     )
     if cluster.is_chief:
         _remove(os.path.join(checkpoint_dir, HISTORY_FILE))
     return {
-        "test_accuracy": float(scores["accuracy"]),
-        "test_loss": float(scores["loss"]),
+        "test_accuracy": scores.accuracy,
+        "test_loss": scores.loss,
+        "test_examples": scores.examples,
         "epochs": config.epochs,
         "workers": plan.workers,
         "replicas": plan.replicas,

@@ -92,8 +92,25 @@ def test_train_pipeline_gives_global_batches_with_data_sharding() -> None:
     assert images.shape == (16, 28, 28, 1) and labels.shape == (16,)
     policy = dataset.options().experimental_distribute.auto_shard_policy
     assert policy == tf.data.experimental.AutoShardPolicy.DATA
-    evaluation = list(data.eval_dataset(mnist, global_batch=10))
-    assert [batch[0].shape[0] for batch in evaluation] == [10, 10, 10]
+
+
+@pytest.mark.parametrize(("count", "steps"), [(30, 3), (32, 4), (7, 1)])
+def test_the_eval_pipeline_holds_every_test_example_once_in_whole_padded_batches(
+    count: int, steps: int
+) -> None:
+    mnist = data.Mnist(*arrays().values()).limited(None, count)
+    assert data.eval_steps(count, global_batch=10) == steps
+    batches = list(data.eval_dataset(mnist, global_batch=10))
+    assert [images.shape[0] for images, _, _ in batches] == [10] * steps
+    mask = np.concatenate([mask.numpy() for _, _, mask in batches])
+    labels = np.concatenate([labels.numpy() for _, labels, _ in batches])
+    assert mask.tolist() == [1.0] * count + [0.0] * (steps * 10 - count)
+    assert labels[:count].tolist() == mnist.y_test.tolist()
+
+
+def test_an_empty_test_set_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="test set has no examples"):
+        data.eval_steps(0, 256)
 
 
 def test_the_same_seed_gives_the_same_order_on_every_worker() -> None:

@@ -51,6 +51,31 @@ def test_model_and_optimizer_variables_live_under_the_strategy() -> None:
     assert model.optimizer._distribution_strategy is strategy
 
 
+@pytest.mark.parametrize("count", [32, 37])
+def test_evaluate_scores_every_test_example_once_like_a_plain_computation(count: int) -> None:
+    import tensorflow as tf
+
+    from trainer import data, evaluate
+    from trainer.synthetic import make_mnist_like
+
+    mnist = data.Mnist(*make_mnist_like(train=16, test=count, seed=3).values())
+    model = model_lib.build_model()
+    dataset = data.eval_dataset(mnist, global_batch=16)
+    beats: list[None] = []
+    scores = evaluate.evaluate(
+        tf.distribute.get_strategy(),
+        model,
+        dataset,
+        data.eval_steps(count, 16),
+        lambda: beats.append(None),
+    )
+    logits = model(data.scale(mnist.x_test)).numpy()
+    losses = model_lib.per_example_loss(mnist.y_test.astype(np.int64), logits).numpy()
+    assert scores.examples == count and len(beats) == data.eval_steps(count, 16)
+    assert scores.accuracy == pytest.approx(np.mean(logits.argmax(axis=1) == mnist.y_test))
+    assert scores.loss == pytest.approx(float(np.mean(losses)), rel=1e-5)
+
+
 def test_weights_digest_changes_with_any_weight() -> None:
     model = model_lib.build_model()
     before = model_lib.weights_digest(model)

@@ -7,9 +7,11 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from launcher.core import contract
+from trainer import data
 
 from .conftest import SpawnGroup
 
@@ -27,6 +29,7 @@ RESULT_KEYS = {
     "restarts",
     "resumed_from_epoch",
     "history",
+    "test_examples",
 }
 
 
@@ -65,6 +68,42 @@ def test_two_workers_train_in_sync_and_the_chief_publishes_the_result(
     assert other.stdout == ""  # only the chief prints the result line
     for index, worker in enumerate(workers):
         assert f"[worker {index}/2] INFO epoch 2/2: loss=" in worker.stderr
+
+
+def straightforward_scores(model_dir: Path, mnist_npz: Path, count: int) -> tuple[float, float]:
+    """Accuracy and mean loss of the exported model on the first `count` test images,
+    computed in one plain (undistributed) pass."""
+    import tensorflow as tf
+    import tf_keras
+
+    mnist = data.read_npz(str(mnist_npz)).limited(None, count)
+    model = tf_keras.models.load_model(str(model_dir))
+    logits = model.predict(data.scale(mnist.x_test), batch_size=count, verbose=0)
+    accuracy = float(np.mean(np.argmax(logits, axis=1) == mnist.y_test))
+    losses = tf.keras.losses.sparse_categorical_crossentropy(mnist.y_test, logits, from_logits=True)
+    return accuracy, float(np.mean(losses))
+
+
+@pytest.mark.parametrize(
+    "test_examples",
+    # 456 = 7 global batches of 64 + 8: the last 8 fit in worker 0's slice (32 per
+    # replica), so worker 1 has no real example in the last step and must still run it.
+    [512, 456],
+    ids=["divides-by-the-batch", "partial-last-batch"],
+)
+def test_every_test_example_is_evaluated_exactly_once(
+    spawn_group: SpawnGroup, mnist_npz: Path, tmp_path: Path, test_examples: int
+) -> None:
+    flags = ["--epochs", "1", "--max-train-examples", "1024"]
+    flags += ["--max-test-examples", str(test_examples)]
+    workers = spawn_group(2, args(mnist_npz, tmp_path, *flags))
+    for worker in workers:
+        assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    result = workers[0].result()
+    assert result["test_examples"] == test_examples
+    accuracy, loss = straightforward_scores(tmp_path / "model", mnist_npz, test_examples)
+    assert result["test_accuracy"] == pytest.approx(accuracy, abs=1e-9)
+    assert result["test_loss"] == pytest.approx(loss, rel=1e-4)
 
 
 def test_a_restarted_group_resumes_from_the_last_checkpoint(
