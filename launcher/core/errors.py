@@ -1,8 +1,8 @@
 """The launcher's own errors, and the exit codes they map to.
 
-Everything below the CLI raises these; only `launcher.cli.main` turns them into a one-line
-message and an exit code. Kubernetes API failures are translated into them at the edge
-(`launcher.cluster`), so no caller ever sees an `ApiException` or a traceback.
+Everything below the CLI raises these; only `launcher.cli.main` (its `main()`) turns them
+into a one-line message and an exit code. Kubernetes API failures are translated into them
+at the edge (`launcher.cluster`), so no caller ever sees an `ApiException` or a traceback.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from launcher import cli
+from launcher.cli import main as cli
 from launcher.cluster import apply
 from launcher.cluster.client import Cluster
 from launcher.core import render, spec

@@ -30,7 +30,7 @@ def test_the_launcher_never_imports_tensorflow():
 def test_rendering_needs_no_kubernetes_client():
     probe = (
         "import sys\n"
-        "from launcher.cli import run\n"
+        "from launcher.cli.main import run\n"
         "assert run(['render']) == 0\n"
         "print(any(m.split('.')[0] == 'kubernetes' for m in sys.modules), file=sys.stderr)\n"
     )

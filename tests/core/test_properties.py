@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from launcher.cli import run
+from launcher.cli.main import run
 from launcher.core.errors import SpecError
 from launcher.core.spec import default_document, job_from_document
 

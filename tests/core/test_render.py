@@ -101,7 +101,7 @@ def test_every_object_validates_strictly_against_upstream_schemas(version, layou
 
 def test_validate_command_reports_the_schema_version(capsys):
     pytest.importorskip("kubernetes_validate")
-    from launcher.cli import run
+    from launcher.cli.main import run
 
     assert run(["validate", "examples/mnist.yaml", "--kubernetes-version", "1.29"]) == 0
     assert "valid against Kubernetes 1.29" in capsys.readouterr().out
@@ -197,7 +197,7 @@ def test_json_output_is_a_list_kubectl_accepts():
 
 
 def test_out_dir_gets_one_file_per_object(tmp_path, capsys):
-    from launcher.cli import run
+    from launcher.cli.main import run
 
     assert run(["render", "--layout", "per-worker", "--out-dir", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())

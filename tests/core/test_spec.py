@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.cli import run
+from launcher.cli.main import run
 from launcher.core.errors import SpecError
 from launcher.core.spec import default_document, load_job
 
@@ -135,7 +135,7 @@ def test_bad_flags_exit_2_with_one_line_and_nothing_written(tmp_path, capsys, fl
 
 
 def test_set_reaches_any_field_and_flags_win_over_the_file():
-    from launcher.options import job_from_options
+    from launcher.cli.options import job_from_options
 
     job = job_from_options(
         EXAMPLE, ("spec.trainer.stepsPerEpoch=7", "spec.nodeSelector={pool: gpu}"), workers=4

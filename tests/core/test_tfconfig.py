@@ -88,7 +88,7 @@ def test_tf_config_rejects_an_index_outside_the_cluster():
 
 
 def test_tfconfig_command_prints_exactly_what_the_pod_receives(capsys):
-    from launcher.cli import run
+    from launcher.cli.main import run
 
     assert run(["tfconfig", "--workers", "3", "--global-batch-size", "192", "--index", "2"]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -99,7 +99,7 @@ def test_tfconfig_command_prints_exactly_what_the_pod_receives(capsys):
 
 
 def test_tfconfig_command_rejects_an_index_outside_the_workers(capsys):
-    from launcher.cli import run
+    from launcher.cli.main import run
 
     assert run(["tfconfig", "--index", "2"]) == 2
     err = capsys.readouterr().err

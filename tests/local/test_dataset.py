@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli import run
+from launcher.cli.main import run
 from launcher.core import contract
 from launcher.core.errors import SpecError
 from launcher.local import dataset

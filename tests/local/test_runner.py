@@ -59,7 +59,7 @@ def test_a_single_worker_runs_without_tf_config(tmp_path, monkeypatch):
     ],
 )
 def test_trainer_args_after_double_dash_never_become_the_spec(spec_file, extra, expected):
-    from launcher.cli import split_trainer_args
+    from launcher.cli.local_cmd import split_trainer_args
 
     assert split_trainer_args(spec_file, extra) == expected
 

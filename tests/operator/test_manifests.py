@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from launcher import __version__
+from launcher.cli.operator_cmd import operator_command
 from launcher.core import contract
-from launcher.operator_cli import operator_command
 from tests.operator.conftest import Api
 from tests.operator.sim import result_log
 

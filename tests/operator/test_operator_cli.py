@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import launcher.operator
-from launcher.cli import run
+from launcher.cli.main import run
 
 
 def test_the_operator_command_is_part_of_tflaunch(capsys: pytest.CaptureFixture[str]):

@@ -1,4 +1,4 @@
-"""Click options shared by several commands, and turning them into a job spec.
+"""Click options shared by several commands, and turning them into a job spec (or a cluster).
 
 Every spec field can be set from the command line: the common ones have their own flag, and
 `--set path=value` reaches any field. Both are applied to the raw document before it is typed
@@ -11,11 +11,14 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from launcher.core.spec import MultiWorkerJob, load_job, parse_assignment
+
+if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
+    from launcher.cluster.client import Cluster
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,6 +82,20 @@ def cluster_options(func: F) -> F:
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
+
+
+def namespace_option(func: F) -> F:
+    """`-n/--namespace` of the commands that take a job NAME (default: the context's)."""
+    return click.option(
+        "-n", "--namespace", help="Namespace of the job (default: the kubeconfig context's)."
+    )(func)
+
+
+def connect(kubeconfig: str | None, kube_context: str | None) -> Cluster:
+    """The cluster of `cluster_options`' --kubeconfig and --context (imports the client)."""
+    from launcher.cluster import client
+
+    return client.connect(kubeconfig, kube_context)
 
 
 def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:

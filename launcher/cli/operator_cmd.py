@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
+from launcher.cli.options import cluster_options, connect
 from launcher.core.errors import ExitStatus, TflaunchError
-from launcher.options import cluster_options
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
 
@@ -18,11 +18,6 @@ class KopfMissing(TflaunchError):
     """The operator extra is not installed."""
 
     exit_status = ExitStatus.BAD_INPUT
-
-
-def register(group: click.Group) -> None:
-    """Add the `operator` command to the `tflaunch` click group."""
-    group.add_command(operator_command)
 
 
 @click.command("operator")
@@ -72,9 +67,7 @@ def operator_command(
         raise KopfMissing(
             "the operator needs kopf, which is not installed: pip install 'tflaunch[operator]'"
         ) from None
-    from launcher.cluster import client
-
-    cluster = client.connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     served = list(namespaces) or ([] if all_namespaces else [cluster.namespace])
     _logging(verbose)
     controller.run(cluster, served, clusterwide=all_namespaces, liveness=liveness or None)
@@ -87,3 +80,6 @@ def _logging(verbose: bool) -> None:
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+COMMANDS = (operator_command,)

@@ -1,9 +1,10 @@
-"""The commands that talk to a cluster: submit, status, logs, wait, delete, list, doctor.
+"""The commands that follow a job on a cluster: submit, status, logs, wait, delete, list.
 
 Each command parses its flags, asks `launcher.cluster` for plain objects, hands them to the
-pure readers (`launcher.cluster.status`, `launcher.cluster.doctor`) and prints the result.
-Errors are raised, never printed here: `launcher.cli.run` turns them into one line and an
-exit code. `register()` adds the commands to the `tflaunch` group.
+pure reader `launcher.cluster.status` and prints the result. Errors are raised, never
+printed here: `launcher.cli.main.run` turns them into one line and an exit code. The
+cluster verbs are imported inside the commands, after connecting: the kubernetes client
+takes half a second to import, and `tflaunch render` must not pay for it.
 """
 
 from __future__ import annotations
@@ -17,18 +18,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.cluster import doctor as checks
-from launcher.cluster import status
-from launcher.core import names, render
-from launcher.core.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
-from launcher.core.spec import MultiWorkerJob
-from launcher.options import (
+from launcher.cli.options import (
     cluster_options,
-    job_from_options,
+    connect,
+    namespace_option,
     program_name,
     spec_options,
     with_spec,
 )
+from launcher.cluster import status
+from launcher.core import render
+from launcher.core.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.core.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster
@@ -37,19 +38,6 @@ if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only w
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_PENDING_WARNING = 120.0
-
-
-def namespace_option(func: F) -> F:
-    """`-n/--namespace` of the commands that take a job NAME (default: the context's)."""
-    return click.option(
-        "-n", "--namespace", help="Namespace of the job (default: the kubeconfig context's)."
-    )(func)
-
-
-def _connect(kubeconfig: str | None, kube_context: str | None) -> Cluster:
-    from launcher.cluster import client
-
-    return client.connect(kubeconfig, kube_context)
 
 
 def _now() -> datetime.datetime:
@@ -80,16 +68,6 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
         lines.append("   ".join(cells).rstrip())
     return "\n".join(lines)
-
-
-def _mark(outcome: str) -> str:
-    encoding = (getattr(sys.stdout, "encoding", None) or "ascii").lower()
-    fancy = encoding.startswith("utf")
-    return {
-        "ok": "✓" if fancy else "ok",
-        "fail": "✗" if fancy else "FAIL",
-        "skip": "-",
-    }[outcome]
 
 
 # --- submit --------------------------------------------------------------------------------
@@ -152,7 +130,7 @@ def submit_command(
     if dry_run and wait_for_it:
         raise click.UsageError("--dry-run and --wait cannot be combined")
     objects = render.render(job)
-    cluster = _connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import apply
 
     program = program_name()
@@ -191,7 +169,7 @@ def status_command(
     Example:
       tflaunch status mnist -n ml
     """
-    cluster = _connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import find
 
     ns = namespace or cluster.namespace
@@ -256,7 +234,7 @@ def logs_command(
       tflaunch logs mnist --worker 1 --since 10m
     """
     since_seconds = parse_duration(since, "--since") if since is not None else None
-    cluster = _connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import logs
 
     ns = namespace or cluster.namespace
@@ -312,7 +290,7 @@ def wait_command(
     Example:
       tflaunch wait mnist --timeout 3600
     """
-    cluster = _connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     return _wait(cluster, name, namespace or cluster.namespace, timeout, pending_warning)
 
 
@@ -430,7 +408,7 @@ def delete_command(
     Example:
       tflaunch delete mnist -n ml
     """
-    cluster = _connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import apply
 
     ns = namespace or cluster.namespace
@@ -461,7 +439,7 @@ def list_command(
     """
     if all_namespaces and namespace:
         raise click.UsageError("-A/--all-namespaces and -n/--namespace cannot be combined")
-    cluster = _connect(kubeconfig, kube_context)
+    cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import find
 
     ns = namespace or cluster.namespace
@@ -482,108 +460,6 @@ def list_command(
     click.echo(_table(rows))
 
 
-# --- doctor --------------------------------------------------------------------------------
-
-
-@click.command("doctor")
-@click.argument("name", required=False)
-@click.option(
-    "-f",
-    "--spec",
-    "spec_file",
-    type=click.Path(dir_okay=False),
-    help="Check the room for this (not yet submitted) spec instead of a live job.",
-)
-@namespace_option
-@cluster_options
-def doctor_command(
-    name: str | None,
-    spec_file: str | None,
-    namespace: str | None,
-    kubeconfig: str | None,
-    kube_context: str | None,
-) -> int:
-    """Check the cluster (and job NAME) for the usual causes of MWMS failures.
-
-    GPUs on the nodes, quota room for all workers, the headless Service and its endpoints,
-    and the TF_CONFIG each live pod actually got. Exit 1 when a check fails.
-
-    \b
-    Examples:
-      tflaunch doctor mnist -n ml
-      tflaunch doctor -f examples/mnist.yaml
-    """
-    if name and spec_file:
-        raise click.UsageError("give a job NAME or --spec, not both")
-    planned = job_from_options(spec_file, ()) if spec_file else None
-    cluster = _connect(kubeconfig, kube_context)
-    from launcher.cluster import find
-
-    ns = namespace or (planned.namespace if planned else cluster.namespace)
-    results: list[checks.Check] = [checks.ok("API server", f"reachable at {cluster.server}")]
-    found = find.job_objects(cluster, name, ns) if name else None
-    if found is not None and not found.jobs and not found.pods:
-        results.append(
-            checks.fail(
-                "Job",
-                f"job {name} not found in namespace {ns}",
-                f"check the name and namespace ({program_name()} list -A)",
-            )
-        )
-    jobs = (
-        list(found.jobs)
-        if found
-        else [o for o in render.render(planned) if o["kind"] == "Job"]
-        if planned
-        else []
-    )
-    needs = checks.needs_of(jobs)
-    results.append(
-        _guarded("GPU nodes", lambda: checks.check_gpu_nodes(find.nodes(cluster), needs))
-    )
-    admitted = bool(found and found.pods)
-    results.append(
-        _guarded(
-            "ResourceQuota",
-            lambda: checks.check_quota(find.resource_quotas(cluster, ns), needs, admitted),
-        )
-    )
-    if found is not None and (found.jobs or found.pods):
-        assert name is not None
-        service = names.service_name(name)
-        results.append(checks.check_service(found.services, service))
-        results.append(
-            _guarded(
-                "Service endpoints",
-                lambda: checks.check_endpoints(
-                    find.endpoint_slices(cluster, service, ns), found.pods, service
-                ),
-            )
-        )
-        results.append(checks.check_tf_config(found.pods, needs.workers if needs else None))
-    for check in results:
-        click.echo(f"{_mark(check.outcome)} {check.name}: {check.detail}")
-        if check.fix:
-            click.echo(f"    fix: {check.fix}")
-    failed = [c for c in results if c.failed]
-    if failed:
-        click.echo(f"{len(failed)} of {len(results)} checks failed", err=True)
-        return ExitStatus.ERROR
-    return ExitStatus.SUCCESS
-
-
-def _guarded(name: str, run: Callable[[], checks.Check]) -> checks.Check:
-    """A check whose reads RBAC may forbid: a skip that says so instead of an abort."""
-    from launcher.core.errors import Forbidden
-
-    try:
-        return run()
-    except Forbidden as error:
-        return checks.skip(name, f"not checked: {error}")
-
-
-# --- Registration --------------------------------------------------------------------------
-
 COMMANDS = (
     submit_command,
     status_command,
@@ -591,11 +467,4 @@ COMMANDS = (
     wait_command,
     delete_command,
     list_command,
-    doctor_command,
 )
-
-
-def register(group: click.Group) -> None:
-    """Add the cluster commands to the `tflaunch` click group."""
-    for command in COMMANDS:
-        group.add_command(command)

@@ -1,0 +1,89 @@
+"""`tflaunch local`: the job's workers as processes on this machine (`launcher.local`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launcher.cli.options import spec_options, with_spec
+from launcher.core.spec import MultiWorkerJob
+
+
+def split_trainer_args(
+    spec_file: str | None, trainer_args: tuple[str, ...]
+) -> tuple[str | None, tuple[str, ...]]:
+    """After `--` every word is positional, so with no SPEC click hands the first trainer
+    flag to SPEC: `tflaunch local -- --seed 1`. A SPEC never starts with '-' (but '-')."""
+    if spec_file is not None and spec_file.startswith("-") and spec_file != "-":
+        return None, (spec_file, *trainer_args)
+    return spec_file, trainer_args
+
+
+def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(spec_file: str | None, trainer_args: tuple[str, ...], **kwargs: Any) -> Any:
+        spec_file, trainer_args = split_trainer_args(spec_file, trainer_args)
+        return func(spec_file=spec_file, trainer_args=trainer_args, **kwargs)
+
+    return wrapper
+
+
+@click.command("local")
+@spec_options
+@click.option(
+    "--data",
+    metavar="PATH",
+    help="mnist.npz in Keras' format (default: "
+    "$TFLAUNCH_DATA, else Keras' cached download in ~/.keras/datasets).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Checkpoints, model and result.json (default: ./tflaunch-runs/NAME).",
+)
+@click.argument("trainer_args", nargs=-1, metavar="[-- TRAINER_ARGS...]")
+@_trainer_args_after_double_dash
+@with_spec
+def local_command(
+    job: MultiWorkerJob,
+    data: str | None,
+    workdir: Path | None,
+    trainer_args: tuple[str, ...],
+) -> None:
+    """Train on this machine: the job's workers as local processes, same TF_CONFIG builder.
+
+    A failed worker restarts the whole group, resuming from the checkpoint, up to
+    spec.backoffLimit times. Needs the trainer extra: pip install 'tflaunch[trainer]'.
+
+    \b
+    Examples:
+      tflaunch local --workers 2
+      tflaunch local examples/mnist.yaml --data ~/mnist.npz --epochs 1
+      tflaunch local --workers 2 -- --max-train-examples 6000
+    """
+    from launcher.local import dataset, runner
+
+    if data is not None and not Path(data).is_file():
+        raise click.BadParameter(
+            f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
+        )
+    data = dataset.resolve_mnist(data, os.environ)
+    workdir = workdir or Path("tflaunch-runs") / job.name
+    click.echo(
+        f"tflaunch: {job.name}: {job.spec.workers} local worker(s), "
+        f"global batch {job.spec.trainer.global_batch_size}, workdir {workdir}"
+    )
+    result = runner.run_local(job, workdir, data, trainer_args, write=click.echo)
+    click.echo(
+        f"tflaunch: {job.name} succeeded: test_accuracy={result.get('test_accuracy'):.4f} "
+        f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
+        f"-> {runner.LocalPaths(workdir).result_file}"
+    )
+
+
+COMMANDS = (local_command,)
