@@ -41,7 +41,8 @@ class TrainConfig:
     checkpoint_dir: str | None
     """Shared by all workers so a restarted group resumes; None means a fresh temp dir."""
     model_dir: str
-    expect_gpus: int
+    expect_gpus: int | None
+    """Fail unless this many GPUs are visible; 0 = CPU only (no CUDA); None = no check."""
     rendezvous_timeout: float
     collective_timeout: float
     """Seconds one collective may take (CommunicationOptions); 0 = no limit."""
@@ -220,9 +221,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     cluster.add_argument(
         "--expect-gpus",
         type=_NON_NEGATIVE_INT,
-        default=0,
         metavar="N",
-        help="fail unless N GPUs are visible (default: 0 = no check)",
+        help="fail unless N GPUs are visible; 0 = CPU only: TensorFlow does not even "
+        "initialize CUDA (the launcher passes gpusPerWorker) (default: use the GPUs "
+        "TensorFlow sees, no check)",
     )
     cluster.add_argument(
         "--rendezvous-timeout",

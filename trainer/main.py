@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure("worker ?")
     try:
         config = parse_args(argv)
-        env_warning = preflight.prepare_environment(os.environ)
+        env_warning = preflight.prepare_environment(os.environ, config.expect_gpus)
         return program(config, env_warning)
     except TrainerError as e:
         log.error("%s", e)

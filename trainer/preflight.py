@@ -38,8 +38,17 @@ CONNECT_TIMEOUT_SECONDS = 2.0
 # --- environment -------------------------------------------------------------------------
 
 
-def prepare_environment(env: MutableMapping[str, str]) -> str | None:
-    """Force TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+ENV_ENABLED_DEVICE_TYPES = "TF_ENABLED_DEVICE_TYPES"
+"""TensorFlow's list of device factories to load; "CPU" keeps it from initializing CUDA."""
+
+
+def prepare_environment(env: MutableMapping[str, str], expect_gpus: int | None) -> str | None:
+    """Fix the environment before TensorFlow is imported.
+
+    Forces TF_USE_LEGACY_KERAS=1. With `expect_gpus` 0 (gpusPerWorker 0), TensorFlow
+    loads only its CPU device factory: it never calls cuInit, so a CPU machine gets no
+    "E0000 ... failed call to cuInit" line, and a CPU worker on a GPU node leaves the
+    node's GPUs to the pods that requested them. A value the user set wins.
 
     Returns:
         A warning to log when the user had set another value, else None. The warning is
@@ -49,6 +58,8 @@ def prepare_environment(env: MutableMapping[str, str]) -> str | None:
     env[contract.ENV_LEGACY_KERAS] = "1"
     # TensorFlow's C++ INFO lines (CUDA probing, oneDNN) drown the worker's own log.
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if expect_gpus == 0:
+        env.setdefault(ENV_ENABLED_DEVICE_TYPES, "CPU")
     if previous is None or previous == "1":
         return None
     return (
@@ -231,7 +242,7 @@ def per_replica_batch(global_batch: int, replicas: int) -> int:
 # --- devices -----------------------------------------------------------------------------
 
 
-def check_devices(expect_gpus: int, label: str) -> int:
+def check_devices(expect_gpus: int | None, label: str) -> int:
     """Log what TensorFlow sees and return the number of GPUs.
 
     Imports TensorFlow, so it must run after `prepare_environment`.
@@ -250,7 +261,7 @@ def check_devices(expect_gpus: int, label: str) -> int:
         len(gpus),
         f": {[g.name for g in gpus]}" if gpus else "",
     )
-    if len(gpus) < expect_gpus:
+    if expect_gpus is not None and len(gpus) < expect_gpus:
         raise ConfigError(
             f"{label} expected {expect_gpus} GPU(s) but TensorFlow sees {len(gpus)}. "
             "Check, in order: the NVIDIA driver is installed on the node (nvidia-smi "

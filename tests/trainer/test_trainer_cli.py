@@ -161,3 +161,12 @@ def test_a_single_worker_trains_and_overrides_a_wrong_legacy_keras_setting(
     result = worker.result()
     assert result["workers"] == 1 and result["restarts"] == 2
     assert json.loads((tmp_path / "m" / contract.RESULT_FILE).read_text()) == result
+
+
+def test_a_cpu_only_worker_never_probes_cuda(spawn: Spawn, mnist_npz: Path, tmp_path: Path) -> None:
+    """gpusPerWorker 0 -> --expect-gpus 0: no "E0000 ... failed call to cuInit" line."""
+    flags = ["--model-dir", str(tmp_path / "m"), "--expect-gpus", "0"]
+    worker = spawn(["--data", str(mnist_npz), *FAST, *flags])
+    assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    assert "sees 1 CPU and 0 GPU device(s)" in worker.stderr
+    assert "cuInit" not in worker.stderr and "E0000" not in worker.stderr, worker.stderr

@@ -153,15 +153,27 @@ def test_cgroup_cpu_limit_is_rounded_up(tmp_path: object, text: str, cpus: int |
 
 def test_legacy_keras_is_set_when_absent_without_a_warning() -> None:
     env: dict[str, str] = {}
-    assert preflight.prepare_environment(env) is None
+    assert preflight.prepare_environment(env, None) is None
     assert env[contract.ENV_LEGACY_KERAS] == "1"
 
 
 def test_another_legacy_keras_value_is_overridden_and_explained() -> None:
     env = {contract.ENV_LEGACY_KERAS: "0"}
-    warning = preflight.prepare_environment(env)
+    warning = preflight.prepare_environment(env, None)
     assert env[contract.ENV_LEGACY_KERAS] == "1"
     assert warning is not None and "keras-team/keras#20585" in warning
+
+
+@pytest.mark.parametrize(
+    ("expect_gpus", "user_value", "expected"),
+    [(0, None, "CPU"), (None, None, None), (1, None, None), (0, "CPU,GPU", "CPU,GPU")],
+)
+def test_a_cpu_only_worker_hides_the_gpu_device_types_from_tensorflow(
+    expect_gpus: int | None, user_value: str | None, expected: str | None
+) -> None:
+    env = {} if user_value is None else {preflight.ENV_ENABLED_DEVICE_TYPES: user_value}
+    preflight.prepare_environment(env, expect_gpus)
+    assert env.get(preflight.ENV_ENABLED_DEVICE_TYPES) == expected
 
 
 def test_preflight_does_not_import_tensorflow_at_module_level() -> None:
