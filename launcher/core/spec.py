@@ -6,24 +6,22 @@ operator. Field names in files are camelCase; each dataclass field carries its f
 a one-line doc in its metadata, which is also what the CRD schema is generated from.
 
 Everything a user can get wrong is caught here, as a `SpecError` naming the field and the
-fix, before anything is rendered or applied.
+fix, before anything is rendered or applied: types by `launcher.core.typed` as the document
+is built into the dataclasses, everything else by `validate()`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import yaml
 
-from launcher.core import contract, labels
+from launcher.core import contract, labels, typed
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
 
@@ -300,112 +298,9 @@ def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> Mul
 
 def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
     """Type and validate plain data (a parsed file, or a custom resource's body)."""
-    job = _build(MultiWorkerJob, document, "")
+    job = typed.build(MultiWorkerJob, document, "")
     validate(job)
     return job
-
-
-T = TypeVar("T")
-
-
-def _build(cls: type[T], data: Any, path: str) -> T:
-    """Build dataclass `cls` from a mapping, rejecting unknown keys with a did-you-mean."""
-    if not isinstance(data, Mapping):
-        raise SpecError(path or "document", f"expected a mapping, got {_describe(data)}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    for key in data:
-        if key not in fields:
-            raise SpecError(_join(path, str(key)), _unknown_key_hint(str(key), list(fields)))
-    values: dict[str, Any] = {}
-    for key, field in fields.items():
-        where = _join(path, key)
-        if key not in data:
-            if (
-                field.default is dataclasses.MISSING
-                and field.default_factory is dataclasses.MISSING
-            ):
-                raise SpecError(where, "is required")
-            continue
-        values[field.name] = _convert(hints[field.name], data[key], where)
-    return cls(**values)
-
-
-def _convert(hint: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        errors = []
-        for option in options:
-            try:
-                return _convert(option, value, where)
-            except SpecError as error:
-                errors.append(error)
-        raise errors[0]
-    if origin is Literal:
-        if value not in args:
-            choices = ", ".join(str(a) for a in args)
-            raise SpecError(where, f"must be one of {choices}, got {value!r}")
-        return value
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, where)  # type: ignore[arg-type]
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise SpecError(where, f"expected true or false, got {_describe(value)}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(where, f"expected an integer, got {_describe(value)}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(where, f"expected a number, got {_describe(value)}")
-        return float(value)
-    if hint is str:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise SpecError(where, f"expected a string, got {_describe(value)}")
-        return str(value)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise SpecError(where, f"expected a list, got {_describe(value)}")
-        return tuple(_convert(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise SpecError(where, f"expected a mapping, got {_describe(value)}")
-        return {str(k): _convert(args[1], v, _join(where, str(k))) for k, v in value.items()}
-    if hint is Any:
-        return value
-    raise TypeError(f"unsupported spec type {hint!r}")  # a bug in this module, not input
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    kind = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a mapping",
-    }.get(type(value), type(value).__name__)
-    text = repr(value)
-    return f"{kind} {text}" if len(text) <= 40 else kind
-
-
-def _unknown_key_hint(key: str, allowed: list[str]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    if not close:
-        close = [a for a in allowed if a.lower() == key.lower().replace("_", "").replace("-", "")]
-    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(sorted(allowed))}"
-    return f"unknown key; {hint}"
 
 
 # --- Validation: every rule in one place ---------------------------------------------------
