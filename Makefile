@@ -211,3 +211,26 @@ checkov: install checkov-venv ## Render the examples and scan them with checkov 
 .PHONY: test-infra
 test-infra: install ## Dockerfiles, scripts, workflows, kind config and Makefile checks (tests/infra)
 	$(BIN)/pytest tests/infra
+
+# ---------------------------------------------------------------------------------------------
+# The real control plane for tests/e2e: kube-apiserver, kube-controller-manager,
+# kube-scheduler, etcd and kwok built from their Go modules (hack/k8s, hack/etcd, hack/kwok),
+# cached in ~/.cache/tflaunch/control-plane/<versions>/, started by kwokctl on 127.0.0.1.
+
+CLUSTER_KUBECONFIG ?= .cluster/kubeconfig
+
+.PHONY: cluster-build
+cluster-build: ## Build the control plane's binaries once into ~/.cache/tflaunch (cold: tens of minutes)
+	hack/cluster.sh build
+
+.PHONY: cluster-up
+cluster-up: ## Start a local control plane with 3 kwok nodes (2 with 4 GPUs); kubeconfig in .cluster/kubeconfig
+	hack/cluster.sh up $(CLUSTER_KUBECONFIG)
+
+.PHONY: cluster-down
+cluster-down: ## Stop every process of that control plane and remove its state
+	hack/cluster.sh down $(CLUSTER_KUBECONFIG)
+
+.PHONY: test-e2e
+test-e2e: install ## Only the e2e tests on the real control plane (tests/e2e)
+	$(BIN)/pytest tests/e2e

@@ -26,7 +26,9 @@ K8S_VERSION=$(version k8s.io/kubernetes "$here/k8s/go.mod")
 ETCD_VERSION=$(version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")
 KWOK_VERSION=$(version sigs.k8s.io/kwok "$here/kwok/go.mod")
 CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
-BIN_DIR="$CACHE_ROOT/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+# Bump RECIPE when the way the binaries are built changes, so caches rebuild.
+RECIPE=2
+BIN_DIR="$CACHE_ROOT/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-r$RECIPE"
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
 CLUSTER_NAME=${TFLAUNCH_CLUSTER_NAME:-tflaunch}
 
@@ -38,11 +40,23 @@ need_go() {
     die "Go is not installed; the control plane is built from Go modules (Go >= 1.26 needed)"
 }
 
-# go_build MODULE_DIR OUT PACKAGE: build one command of a tool module into the cache.
+# The version stamps Kubernetes' own build sets (hack/lib/version.sh there): without them the
+# binaries report v0.0.0-master, which kubectl and version-skew checks reject.
+k8s_ldflags() {
+  local minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf -- '-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
+      "$pkg" "$K8S_VERSION" "$pkg" "$pkg" "$minor" "$pkg"
+  done
+}
+
+# go_build MODULE_DIR OUT PACKAGE [LDFLAGS]: build one command of a tool module into the cache.
 go_build() {
-  local dir=$1 out=$2 pkg=$3
+  local dir=$1 out=$2 pkg=$3 ldflags=${4:-}
   log "building $out from $pkg (cold builds take minutes)"
-  (cd "$dir" && go build -trimpath -ldflags='-s -w' -o "$BIN_DIR/.$out.tmp" "$pkg")
+  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$BIN_DIR/.$out.tmp" "$pkg")
   mv "$BIN_DIR/.$out.tmp" "$BIN_DIR/$out"
 }
 
@@ -61,7 +75,7 @@ cmd_build() {
   for b in "${missing[@]}"; do
     case $b in
       kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
-        go_build "$here/k8s" "$b" "k8s.io/kubernetes/cmd/$b" ;;
+        go_build "$here/k8s" "$b" "k8s.io/kubernetes/cmd/$b" "$(k8s_ldflags)" ;;
       etcd) go_build "$here/etcd" etcd go.etcd.io/etcd/server/v3 ;;
       kwok | kwokctl) go_build "$here/kwok" "$b" "sigs.k8s.io/kwok/cmd/$b" ;;
     esac

@@ -25,7 +25,7 @@ from launcher.cluster.client import (
     stream_lines,
 )
 from launcher.cluster.find import JobObjects, job_objects
-from launcher.cluster.watch import watch_job
+from launcher.cluster.watch import join_all, watch_job
 from launcher.core import labels
 from launcher.core.errors import NotFound
 
@@ -126,6 +126,7 @@ def _follow_logs(
     cancel = Cancel()
     streaming: set[str] = set()
     running: set[str] = set()
+    threads: list[threading.Thread] = []
 
     def pump(pod: str, index: int | None) -> None:
         try:
@@ -150,7 +151,9 @@ def _follow_logs(
             streaming.add(pod_name)
             running.add(pod_name)
             yield LogLine(index, pod_name, None)
-            threading.Thread(target=pump, args=(pod_name, index), daemon=True).start()
+            thread = threading.Thread(target=pump, args=(pod_name, index), daemon=True)
+            threads.append(thread)
+            thread.start()
 
     try:
         seen_job = rechecked = False
@@ -182,6 +185,7 @@ def _follow_logs(
                     return
     finally:
         cancel.cancel()
+        join_all(threads)
 
 
 def _pod_index(pod: Obj) -> int | None:

@@ -160,7 +160,17 @@ def watch_many(
                 raise item
             yield number, item
     finally:
+        # Join, not just cancel: a daemon thread still inside an HTTPS read when the
+        # interpreter exits aborts the process (SIGABRT, exit 134: issue 8's `delete`).
         cancel.cancel()
+        join_all(threads)
+
+
+def join_all(threads: Sequence[threading.Thread], timeout: float = 5.0) -> None:
+    """Wait for cancelled stream threads to end (their reads were shut down, so quickly)."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def watch_job(

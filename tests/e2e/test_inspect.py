@@ -43,10 +43,21 @@ def test_list_shows_the_job_and_doctor_checks_the_gpu_nodes(
     assert "fits" in listed.out
 
     doctor = cp.tflaunch("doctor", "-f", str(fits), "-n", namespace)
-    assert "kwok-gpu-0" in doctor.out or "2 GPU node" in doctor.out, doctor
-    assert "✗ GPU" not in doctor.out, doctor
+    assert doctor.code == 0, doctor
+    assert "✓ GPU nodes: 2 of 3 nodes have allocatable nvidia.com/gpu" in doctor.out, doctor
 
-    too_big = write_spec(tmp_path / "big.yaml", "toobig", namespace, workers=3, gpusPerWorker=4)
+    eventually(
+        lambda: (cp.get("job", "fits-worker", "-n", namespace)["status"].get("active") or 0)
+        == 2,
+        what="both workers running",
+    )
+    live = cp.tflaunch("doctor", "fits", "-n", namespace)
+    assert live.code == 0, live
+    # The TF_CONFIG each pod really got, and the EndpointSlice controller's endpoints.
+    assert "✓ TF_CONFIG" in live.out, live
+    assert "✓ Service endpoints" in live.out, live
+
+    too_big = write_spec(tmp_path / "big.yaml", "toobig", namespace, workers=4, gpusPerWorker=4)
     doctor = cp.tflaunch("doctor", "-f", str(too_big), "-n", namespace)
     assert doctor.code != 0, doctor
     assert "✗" in doctor.out, doctor

@@ -54,15 +54,15 @@ def test_submitted_pods_have_the_dns_names_tf_config_lists(
 ) -> None:
     cp = control_plane
     spec = write_spec(
-        tmp_path / "job.yaml", "dns", namespace, workers=3, layout=layout,
+        tmp_path / "job.yaml", "dns", namespace, workers=4, layout=layout,
         hooks=pod_hooks(run_for="forever"),
     )  # fmt: skip
     run = cp.tflaunch("submit", str(spec))
     assert run.code == 0, run
 
     pods = eventually(
-        lambda: (p := _pods(cp, namespace, "dns")) and len(p) == 3 and p,
-        what="3 worker pods created by the Job controller",
+        lambda: (p := _pods(cp, namespace, "dns")) and len(p) == 4 and p,
+        what="4 worker pods created by the Job controller",
     )
     hosts_seen = set()
     for pod in pods:
@@ -86,7 +86,7 @@ def test_resubmitting_the_same_spec_writes_nothing(
     spec = write_spec(tmp_path / "job.yaml", "same", namespace, hooks=pod_hooks(run_for="forever"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
     before = _resource_versions(cp, namespace, "same")
-    assert set(before) == {"Job/same-worker", "Service/same", "NetworkPolicy/same"}
+    assert set(before) == {"Job/same-worker", "Service/same", "NetworkPolicy/same-tf-peers"}
 
     again = cp.tflaunch("submit", str(spec))
     assert again.code == 0, again
@@ -102,18 +102,18 @@ def test_a_changed_spec_is_refused_and_replace_replaces(
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
     uid = cp.get("job", "chg-worker", "-n", namespace)["metadata"]["uid"]
 
-    refused = cp.tflaunch("submit", str(spec), "--workers", "3")
+    refused = cp.tflaunch("submit", str(spec), "--workers", "4")
     assert refused.code == 2, refused
     assert "--replace" in refused.err
     assert len(refused.err.strip().splitlines()) == 1
     job = cp.get("job", "chg-worker", "-n", namespace)
     assert job["spec"]["parallelism"] == 2, "nothing may be applied when refused"
 
-    replaced = cp.tflaunch("submit", str(spec), "--workers", "3", "--replace", timeout=180)
+    replaced = cp.tflaunch("submit", str(spec), "--workers", "4", "--replace", timeout=180)
     assert replaced.code == 0, replaced
     job = cp.get("job", "chg-worker", "-n", namespace)
     assert job["metadata"]["uid"] != uid
-    assert job["spec"]["parallelism"] == 3
+    assert job["spec"]["parallelism"] == 4
 
 
 def test_restricted_pod_security_admits_workers_and_rejects_a_privileged_pod(
