@@ -330,6 +330,7 @@ def _wait(
 ) -> int:
     """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure."""
     from launcher.cluster import find, watch
+    from launcher.cluster.retry import retrying
 
     start = time.monotonic()
     progress = _Progress()
@@ -369,7 +370,7 @@ def _wait(
                 return ExitStatus.SUCCESS
             if summary.state == "Failed":
                 # The Pod watch may lag the Job's: read the pods once more for the culprit.
-                final = find.job_objects(cluster, name, namespace)
+                final = retrying(lambda: find.job_objects(cluster, name, namespace), cluster.outage)
                 jobs = final.jobs or objects.jobs
                 summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
                 raise JobFailed(status.failure_message(summary))

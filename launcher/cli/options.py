@@ -95,7 +95,10 @@ def connect(kubeconfig: str | None, kube_context: str | None) -> Cluster:
     """The cluster of `cluster_options`' --kubeconfig and --context (imports the client)."""
     from launcher.cluster import client
 
-    return client.connect(kubeconfig, kube_context)
+    def notify(message: str) -> None:
+        click.echo(f"{program_name()}: {message}", err=True)
+
+    return client.connect(kubeconfig, kube_context, notify=notify)
 
 
 def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:

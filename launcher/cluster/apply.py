@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from launcher.cluster.client import Cluster, Obj
 from launcher.cluster.find import job_objects
+from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
 from launcher.core import labels, names
 from launcher.core.errors import Conflict, Invalid, SpecChanged
@@ -175,15 +178,18 @@ def delete_job(
         timeout: how long to wait, in seconds.
     """
     ns = cluster.ns(namespace)
-    found = job_objects(cluster, name, ns)
+    deadline = time.monotonic() + timeout
+    found = job_objects(cluster, name, ns)  # fails at once when the server was never reached
     deleted = []
     for obj in [*found.jobs, *found.services, *found.network_policies, *found.pods]:
         meta = obj["metadata"]
         deleted.append(f"{obj['kind'].lower()}/{meta['name']}")
         if not meta.get("deletionTimestamp"):
-            cluster.delete(obj["kind"], meta["name"], ns)  # False: the GC was quicker
+            # False: the GC was quicker. An outage from here on is waited out (`retrying`).
+            delete = functools.partial(cluster.delete, obj["kind"], meta["name"], ns)
+            retrying(delete, cluster.outage, deadline=deadline)
     if wait and found.exists:
-        wait_gone(cluster, name, ns, timeout=timeout)
+        wait_gone(cluster, name, ns, timeout=max(0.0, deadline - time.monotonic()))
     return deleted
 
 

@@ -33,6 +33,7 @@ from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
 from launcher.cluster.errors import one_line, translate, unreachable
+from launcher.cluster.retry import Outage
 from launcher.core.errors import Conflict, NotFound, SpecError
 
 Obj = dict[str, Any]
@@ -116,12 +117,17 @@ config: Any = _config  # its loaders are untyped
 _SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:
+def connect(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Cluster:
     """A `Cluster` for a kubeconfig context, by kubectl's rules, or the pod's service account.
 
     Args:
         kubeconfig: path of a kubeconfig; default `$KUBECONFIG` or `~/.kube/config`.
         context: kubeconfig context; default its current context.
+        notify: receives the one-line notices of an API outage (see `Cluster`).
 
     Raises:
         SpecError: the kubeconfig or the context cannot be used (names the flag and the fix).
@@ -159,7 +165,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluste
         )
         namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
     configuration.retries = 1  # say "unreachable" in seconds, not after urllib3's backoff
-    return Cluster(client.ApiClient(configuration), namespace=namespace)
+    return Cluster(client.ApiClient(configuration), namespace=namespace, notify=notify)
 
 
 def _in_cluster() -> bool:
@@ -231,12 +237,20 @@ class Cluster:
     Args:
         api_client: a configured `kubernetes.client.ApiClient` (see `connect()`).
         namespace: the namespace used when a caller passes none (the context's).
+        notify: where "the API server is unavailable since ..." goes (the CLI: stderr).
     """
 
-    def __init__(self, api_client: client.ApiClient, namespace: str = "default") -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        namespace: str = "default",
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
         self.api_client = api_client
         self.namespace = namespace
         self._apis: dict[Any, Any] = {}
+        self.outage = Outage(self.server, notify or (lambda _message: None))
+        """Shared by every stream of this handle: one message per outage."""
 
     @property
     def server(self) -> str:

@@ -21,7 +21,11 @@ from launcher.core.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    Unavailable,
 )
+
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Answers that say the server cannot serve now, not that the request is wrong."""
 
 
 class ApiError(Protocol):
@@ -87,6 +91,14 @@ def translate(
         )
     elif status == 404:
         result = NotFound(f"{what} not found{where}")
+    elif status in TRANSIENT_STATUSES:
+        result = Unavailable(
+            f"{verb} {resource}{where}: the API server answered {status} "
+            f"{error.reason or ''}: {message}".rstrip(": ")
+            + "; it may be restarting or overloaded, try again shortly",
+            short=f"{status} {error.reason or ''}".strip(),
+            retry_after=_retry_after(error),
+        )
     elif status == 409:
         result = Conflict(f"{what}{where}: {message or 'conflict'} (409)")
     elif status == 422:
@@ -102,6 +114,16 @@ def translate(
             f"{error.reason or ''}: {message}".rstrip(": ")
         )
     return result
+
+
+def _retry_after(error: ApiError) -> float | None:
+    """The Retry-After header in seconds (the API server sends whole seconds)."""
+    headers = getattr(error, "headers", None) or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _status_body(error: ApiError) -> dict[str, Any]:
@@ -135,8 +157,10 @@ def _why(reason: object) -> str:
 
 def unreachable(server: str, reason: object) -> ClusterUnreachable:
     """The API server cannot be reached (refused, DNS, timeout, TLS)."""
+    why = _why(reason)
     return ClusterUnreachable(
-        f"cannot reach the Kubernetes API server at {server}: {_why(reason)}; check "
+        f"cannot reach the Kubernetes API server at {server}: {why}; check "
         "the kubeconfig context (kubectl config current-context, or --context/--kubeconfig) "
-        "and that the cluster is running"
+        "and that the cluster is running",
+        short=why,
     )

@@ -4,8 +4,9 @@ Why watches and not polls: `tflaunch wait`, `logs -f` and `delete --wait` follow
 through many minutes; a watch sees every change as it happens at the cost of one open
 request per kind. Each watch survives the API server's limits on its own: a request that
 times out is renewed from the last resourceVersion (bookmarks keep it fresh), an expired
-one (410 Gone) is listed anew, a dropped connection is retried a few times. Several
-streams run in threads and arrive through one queue (`watch_many`).
+one (410 Gone) is listed anew, and an API server that becomes unavailable is waited for
+with backoff (`launcher.cluster.retry`). Several streams run in threads and arrive through
+one queue (`watch_many`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Literal, cast
 
 from launcher.cluster.client import WATCH_SECONDS, Cancel, Cluster, Gone, Obj, kind_of
 from launcher.cluster.find import JobObjects
+from launcher.cluster.retry import Backoff
 from launcher.core import labels
-from launcher.core.errors import ClusterUnreachable, WaitTimeout
+from launcher.core.errors import TransientClusterError, WaitTimeout
 
 _Change = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -50,22 +52,31 @@ def watch(
     Yields a `RELISTED` event with every current object first, then each change. When
     the watch times out it resumes from the last resourceVersion seen (bookmarks keep it
     fresh); when that has expired (410 Gone) it lists again and yields `RELISTED`.
+
+    Once the first list has succeeded, an unavailable API server (refused, timeouts, 429,
+    5xx, also as a watch ERROR event) is retried with backoff until cancelled: the caller
+    owns the deadline. Before that, it is raised: the server was never reached.
     """
     k = kind_of(kind)
     cancel = cancel or Cancel()
+    backoff = Backoff()
     version = ""
     gone = True
-    failures = 0
+    contacted = False
     while not cancel.cancelled:
-        if gone:
-            items, version = cluster.list_versioned(k, namespace, label_selector, all_namespaces)
-            yield WatchEvent("RELISTED", items=tuple(items))
-            gone = False
         try:
+            if gone:
+                items, version = cluster.list_versioned(
+                    k, namespace, label_selector, all_namespaces
+                )
+                contacted, gone = True, False
+                cluster.outage.ended()
+                yield WatchEvent("RELISTED", items=tuple(items))
             for event_type, obj in cluster.watch_once(
                 k, namespace, label_selector, version, server_timeout, cancel, all_namespaces
             ):
-                failures = 0
+                backoff.reset()
+                cluster.outage.ended()
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                 if event_type in ("ADDED", "MODIFIED", "DELETED"):
                     obj.setdefault("apiVersion", k.api_version)
@@ -73,13 +84,13 @@ def watch(
                     yield WatchEvent(cast(_Change, event_type), object=obj)
         except Gone:
             gone = True
-        except ClusterUnreachable:
+        except TransientClusterError as error:
             if cancel.cancelled:
                 return
-            failures += 1
-            if failures > 3:
+            if not contacted:
                 raise
-            cancel.wait(0.5 * failures)
+            cluster.outage.began(error)
+            cancel.wait(backoff.next(error.retry_after))
 
 
 def wait_gone(

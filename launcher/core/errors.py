@@ -50,8 +50,28 @@ class ClusterError(TflaunchError):
     """The Kubernetes API failed or refused; the message says what and how to fix it."""
 
 
-class ClusterUnreachable(ClusterError):
-    pass
+class TransientClusterError(ClusterError):
+    """A failure of the API server, not of the request: refused connections, timeouts, 429
+    and 5xx. Long-running commands retry it (`launcher.cluster.retry`).
+
+    Args:
+        message: the one line for the user when it is not retried.
+        short: the reason in a few words, for "unavailable since ... (short)".
+        retry_after: the server's Retry-After, in seconds, when it sent one.
+    """
+
+    def __init__(self, message: str, short: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.short = short or message
+        self.retry_after = retry_after
+
+
+class ClusterUnreachable(TransientClusterError):
+    """No answer at all: refused, DNS, timeout, TLS."""
+
+
+class Unavailable(TransientClusterError):
+    """The server answered that it cannot serve now (429 Too Many Requests, 5xx)."""
 
 
 class Forbidden(ClusterError):

@@ -69,6 +69,7 @@ class Failure:
     status: int
     body: Obj
     times: int = 1_000_000
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -198,6 +199,7 @@ class FakeKubernetes:
         code: int,
         message: str,
         times: int = 1_000_000,
+        headers: dict[str, str] | None = None,
         **details: Any,
     ) -> None:
         reason = {
@@ -207,7 +209,9 @@ class FakeKubernetes:
             409: "AlreadyExists",
             410: "Expired",
             422: "Invalid",
+            429: "TooManyRequests",
             500: "InternalError",
+            503: "ServiceUnavailable",
         }.get(code, "Unknown")
         self.failures.append(
             Failure(
@@ -216,6 +220,7 @@ class FakeKubernetes:
                 code,
                 status(code, reason, message, **details),
                 times,
+                headers or {},
             )
         )
 
@@ -310,7 +315,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             for failure in api.failures:
                 if failure.times > 0 and failure.method == method and failure.path.search(url.path):
                     failure.times -= 1
-                    self._send(failure.status, failure.body)
+                    self._send(failure.status, failure.body, failure.headers)
                     return
         match = _PATH.match(url.path)
         resource = None
@@ -349,9 +354,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except BrokenPipeError:
             pass
 
-    def _send(self, code: int, body: Obj) -> None:
+    def _send(self, code: int, body: Obj, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

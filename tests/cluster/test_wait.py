@@ -73,6 +73,28 @@ def test_waiting_ends_with_0_when_the_job_completes(
     assert result.err.splitlines()[-1].startswith("job mnist succeeded in ")
 
 
+def test_waiting_rides_out_429_and_503_from_the_api_server(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    # The real server's outage is proven in tests/e2e; injected 429/5xx need the double.
+    def overload() -> None:
+        fake.fail("GET", r"/pods$", 429, "storage is (re)initializing", times=2,
+                  headers={"Retry-After": "1"})  # fmt: skip
+        fake.fail("GET", r"/jobs$", 503, "etcd leader changed", times=2)
+        fake.restart()  # ends the open watches: their renewals meet the failures
+
+    later(0.3, overload)
+    later(3.5, lambda: fake.put(with_condition(running, "Complete")))
+
+    result = tflaunch("wait", "mnist", "--timeout", "30")
+
+    assert result.code == ExitStatus.SUCCESS, result.err
+    notices = [line for line in result.err.splitlines() if "unavailable since" in line]
+    assert len(notices) == 1, result.err
+    assert "retrying until it is back" in notices[0]
+    assert "the API server is back after" in result.err
+
+
 def test_waiting_watches_instead_of_polling(
     tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
 ) -> None:
