@@ -52,10 +52,10 @@ def make_plan(
     )
 
 
-def program(config: TrainConfig, env_warning: str | None) -> int:
+def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -> int:
     """The trainer without error handling."""
     cluster = preflight.parse_tf_config(os.environ.get(contract.ENV_TF_CONFIG))
-    logs.configure(cluster.label)
+    logs.configure(cluster.label, debug)
     preflight.check_worker_index(cluster, os.environ.get(contract.ENV_WORKER_INDEX))
     if env_warning:
         log.warning("%s", env_warning)
@@ -99,15 +99,25 @@ def program(config: TrainConfig, env_warning: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse flags, run, and map failures (a bad flag included) to exit codes."""
-    logs.configure("worker ?")
+    """Parse flags, run, and map failures (a bad flag included) to exit codes.
+
+    Every failure ends in one ERROR line of the trainer's own format, which is what
+    `tflaunch local` and `tflaunch status` quote as the reason.
+    """
+    debug = contract.debug_requested(os.environ)
+    logs.configure("worker ?", debug)
     try:
         config = parse_args(argv)
-        env_warning = preflight.prepare_environment(os.environ, config.expect_gpus)
-        return program(config, env_warning)
+        env_warning = preflight.prepare_environment(os.environ, config.expect_gpus, debug)
+        return program(config, env_warning, debug)
     except TrainerError as e:
         log.error("%s", e)
         return e.exit_code
-    except Exception:
-        log.exception("unexpected failure; exiting %d so the Job retries", contract.EXIT_TRANSIENT)
+    except Exception as e:
+        log.exception(
+            "unexpected failure (%s: %s); exiting %d so the Job retries",
+            type(e).__name__,
+            " ".join(str(e).split()),
+            contract.EXIT_TRANSIENT,
+        )
         return contract.EXIT_TRANSIENT

@@ -42,13 +42,17 @@ ENV_ENABLED_DEVICE_TYPES = "TF_ENABLED_DEVICE_TYPES"
 """TensorFlow's list of device factories to load; "CPU" keeps it from initializing CUDA."""
 
 
-def prepare_environment(env: MutableMapping[str, str], expect_gpus: int | None) -> str | None:
+def prepare_environment(
+    env: MutableMapping[str, str], expect_gpus: int | None, debug: bool = False
+) -> str | None:
     """Fix the environment before TensorFlow is imported.
 
     Forces TF_USE_LEGACY_KERAS=1. With `expect_gpus` 0 (gpusPerWorker 0), TensorFlow
     loads only its CPU device factory: it never calls cuInit, so a CPU machine gets no
     "E0000 ... failed call to cuInit" line, and a CPU worker on a GPU node leaves the
-    node's GPUs to the pods that requested them. A value the user set wins.
+    node's GPUs to the pods that requested them. TensorFlow's C++ INFO lines (oneDNN,
+    CUDA stubs) drown the worker's own log: they show only with `debug`. A value the user
+    set wins.
 
     Returns:
         A warning to log when the user had set another value, else None. The warning is
@@ -56,8 +60,7 @@ def prepare_environment(env: MutableMapping[str, str], expect_gpus: int | None) 
     """
     previous = env.get(contract.ENV_LEGACY_KERAS)
     env[contract.ENV_LEGACY_KERAS] = "1"
-    # TensorFlow's C++ INFO lines (CUDA probing, oneDNN) drown the worker's own log.
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "1")
     if expect_gpus == 0:
         env.setdefault(ENV_ENABLED_DEVICE_TYPES, "CPU")
     if previous is None or previous == "1":

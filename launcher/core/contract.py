@@ -7,6 +7,9 @@ a change here changes both. It must stay free of TensorFlow and Kubernetes impor
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 # Exit codes of `python -m trainer` (sysexits.h numbering, so they never collide with a
 # Python traceback's 1 or a signal's 128+N).
 EXIT_OK = 0
@@ -29,6 +32,27 @@ ENV_DATA = "TFLAUNCH_DATA"
 """Default for the trainer's --data: path of an mnist.npz (the image bakes one in)."""
 ENV_RESTARTS = "TFLAUNCH_RESTARTS"
 """How many times the group was restarted before this run (set by the runner)."""
+
+ENV_LOG_LEVEL = "TFLAUNCH_LOG_LEVEL"
+""""debug" shows TensorFlow's own log lines: the trainer lets its C++ INFO and its Python
+INFO through, and `tflaunch local` puts them on the console (as --verbose does)."""
+LOG_LEVEL_DEBUG = "debug"
+
+
+def debug_requested(env: Mapping[str, str]) -> bool:
+    """True when $TFLAUNCH_LOG_LEVEL asks for TensorFlow's own log lines."""
+    return env.get(ENV_LOG_LEVEL, "").strip().lower() == LOG_LEVEL_DEBUG
+
+
+TRAINER_LOG_FORMAT = "%(asctime)s [{label}] %(levelname)s %(message)s"
+"""Every line the trainer logs: `12:00:01 [worker 1/2] ERROR message` ({label} is filled in
+by the trainer). The launcher reads the trainer's own errors from lines of this shape, and
+never from TensorFlow's C++ lines (`E0000 ... UNKNOWN ERROR (303)`)."""
+TRAINER_LOG_DATE_FORMAT = "%H:%M:%S"
+TRAINER_LOG_LINE = re.compile(
+    r"^\d\d:\d\d:\d\d \[(?P<label>worker [^\]]*)\] (?P<level>[A-Z]+) (?P<message>.*)$"
+)
+"""Parses a line of TRAINER_LOG_FORMAT."""
 
 TRAINER_ENV: dict[str, str] = {ENV_LEGACY_KERAS: "1"}
 """Environment every worker gets, in a pod and in `tflaunch local` alike."""

@@ -170,3 +170,29 @@ def test_a_cpu_only_worker_never_probes_cuda(spawn: Spawn, mnist_npz: Path, tmp_
     assert worker.wait(120) == contract.EXIT_OK, worker.stderr
     assert "sees 1 CPU and 0 GPU device(s)" in worker.stderr
     assert "cuInit" not in worker.stderr and "E0000" not in worker.stderr, worker.stderr
+
+
+@pytest.mark.parametrize(("level", "shown"), [(None, False), ("debug", True)])
+def test_tensorflows_python_info_lines_show_only_at_debug_level(
+    spawn: Spawn, mnist_npz: Path, tmp_path: Path, level: str | None, shown: bool
+) -> None:
+    """ "INFO Sharding callback duration: 16 microseconds" after every epoch is noise."""
+    env = {} if level is None else {contract.ENV_LOG_LEVEL: level}
+    worker = spawn(["--data", str(mnist_npz), *FAST, "--model-dir", str(tmp_path / "m")], env=env)
+    assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    assert ("Sharding callback duration" in worker.stderr) is shown, worker.stderr
+
+
+def test_an_unexpected_failure_names_the_exception_in_its_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from trainer import main
+
+    def broken(*args: object) -> int:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(main, "program", broken)
+    monkeypatch.setattr(main.logs, "configure", lambda *args, **kwargs: None)
+    assert main.main(["--epochs", "1"]) == contract.EXIT_TRANSIENT
+    (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "RuntimeError: disk on fire" in record.getMessage()
