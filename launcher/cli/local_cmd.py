@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from launcher.cli.options import spec_options, with_spec
+from launcher.core import contract
 from launcher.core.spec import MultiWorkerJob
 
 
@@ -46,6 +47,13 @@ def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., A
     type=click.Path(file_okay=False, path_type=Path),
     help="Checkpoints, model and result.json (default: ./tflaunch-runs/NAME).",
 )
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show TensorFlow's own log lines (C++ warnings, INFO) on the console too; they are "
+    f"always in WORKDIR/logs/. Same as {contract.ENV_LOG_LEVEL}={contract.LOG_LEVEL_DEBUG}.",
+)
 @click.argument("trainer_args", nargs=-1, metavar="[-- TRAINER_ARGS...]")
 @_trainer_args_after_double_dash
 @with_spec
@@ -53,6 +61,7 @@ def local_command(
     job: MultiWorkerJob,
     data: str | None,
     workdir: Path | None,
+    verbose: bool,
     trainer_args: tuple[str, ...],
 ) -> None:
     """Train on this machine: the job's workers as local processes, same TF_CONFIG builder.
@@ -65,6 +74,7 @@ def local_command(
       tflaunch local --workers 2
       tflaunch local examples/mnist.yaml --data ~/mnist.npz --epochs 1
       tflaunch local --workers 2 -- --max-train-examples 6000
+      tflaunch local --verbose              # TensorFlow's own log lines too
     """
     from launcher.local import dataset, runner
 
@@ -76,9 +86,11 @@ def local_command(
     workdir = workdir or Path("tflaunch-runs") / job.name
     click.echo(
         f"tflaunch: {job.name}: {job.spec.workers} local worker(s), "
-        f"global batch {job.spec.trainer.global_batch_size}, workdir {workdir}"
+        f"global batch {job.spec.trainer.global_batch_size}, workdir {workdir} "
+        f"(full worker logs in {runner.LocalPaths(workdir).logs_dir})"
     )
-    result = runner.run_local(job, workdir, data, trainer_args, write=click.echo)
+    verbose = verbose or contract.debug_requested(os.environ)
+    result = runner.run_local(job, workdir, data, trainer_args, write=click.echo, verbose=verbose)
     click.echo(
         f"tflaunch: {job.name} succeeded: test_accuracy={result.get('test_accuracy'):.4f} "
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "

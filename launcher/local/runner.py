@@ -6,6 +6,10 @@ fails, the whole group is stopped and restarted (MWMS cannot go on with a missin
 to spec.backoffLimit times, resuming from the shared checkpoint; a configuration error
 (the trainer's EXIT_CONFIG_ERROR) fails at once, as the Job's podFailurePolicy does.
 No worker process outlives this one, whatever happens.
+
+Each worker's full output, TensorFlow's C++ log lines included, goes to
+`WORKDIR/logs/worker-<i>.log`; the console gets the trainer's own lines (`console`), or
+everything with --verbose / TFLAUNCH_LOG_LEVEL=debug.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from launcher.core import contract, tfconfig, workload
 from launcher.core.errors import WorkersFailed
 from launcher.core.spec import MultiWorkerJob
+from launcher.local.console import ConsoleFilter, trainer_error
 
 LOOPBACK = "127.0.0.1"
 STOP_GRACE_SECONDS = 10.0
@@ -51,6 +56,14 @@ class LocalPaths:
     def result_file(self) -> Path:
         return self.model_dir / contract.RESULT_FILE
 
+    @property
+    def logs_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    def log_file(self, index: int) -> Path:
+        """Worker `index`'s full output, every attempt appended."""
+        return self.logs_dir / f"worker-{index}.log"
+
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
@@ -58,7 +71,8 @@ class Attempt:
 
     exit_codes: tuple[int | None, ...]
     last_errors: tuple[str | None, ...] = ()
-    """Each worker's last ERROR log line, so the failure says why, not only how."""
+    """Each worker's last ERROR line of the trainer's own (never a TensorFlow C++ line), so
+    the failure says why, not only how; for exit 75/78 it is the trainer's one-line reason."""
 
     @property
     def succeeded(self) -> bool:
@@ -69,11 +83,28 @@ class Attempt:
         return contract.EXIT_CONFIG_ERROR in self.exit_codes
 
     def describe(self) -> str:
+        """The cause first (a signal, then a configuration error, then a rendezvous
+        timeout, then any other exit), with that worker's own reason; the other failed
+        workers (usually survivors that saw a peer die) only by their exit."""
         failed = [i for i, code in enumerate(self.exit_codes) if code not in (0, None)]
-        text = ", ".join(f"worker {i} {_describe_exit(self.exit_codes[i])}" for i in failed)
-        why = next((self.last_errors[i] for i in failed if i < len(self.last_errors)
-                    and self.last_errors[i]), None)  # fmt: skip
-        return f"{text}: {why}" if why else text
+        if not failed:
+            return "no worker failed"
+        cause, *others = sorted(failed, key=lambda i: (_cause_rank(self.exit_codes[i]), i))
+        text = f"worker {cause} {_describe_exit(self.exit_codes[cause])}"
+        reason = self.last_errors[cause] if cause < len(self.last_errors) else None
+        if reason:
+            text += f": {reason}"
+        if others:
+            too = ", ".join(f"worker {i} {_describe_exit(self.exit_codes[i])}" for i in others)
+            text += f" ({too} too)"
+        return text
+
+
+def _cause_rank(code: int | None) -> int:
+    """How likely an exit is the group's cause rather than a consequence (lower: likelier)."""
+    if code is not None and code < 0:
+        return 0  # killed by a signal: OOM killer, kill -9, preemption
+    return {contract.EXIT_CONFIG_ERROR: 1, contract.EXIT_RENDEZVOUS_TIMEOUT: 2}.get(code or 0, 3)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -113,20 +144,23 @@ def worker_commands(
     restarts: int,
     data: str | None,
     extra_args: Sequence[str] = (),
+    verbose: bool = False,
 ) -> list[tuple[list[str], dict[str, str]]]:
-    """(argv, env) for each worker: the pod's program with loopback addresses."""
+    """(argv, env) for each worker: the pod's program with loopback addresses.
+
+    `verbose` asks the trainer for TensorFlow's INFO lines too (TFLAUNCH_LOG_LEVEL=debug).
+    """
     args = workload.trainer_args(job, str(paths.checkpoint_dir), str(paths.model_dir))
     if data is not None:
         args += ["--data", data]
     base_env = {
-        # TensorFlow's C++ INFO lines (oneDNN, CUDA stubs) drown the interleaved output;
-        # a TF_CPP_MIN_LOG_LEVEL of the user's own still wins.
-        "TF_CPP_MIN_LOG_LEVEL": "1",
         **os.environ,
         **workload.trainer_env(job),
         "PYTHONUNBUFFERED": "1",
         contract.ENV_RESTARTS: str(restarts),
     }
+    if verbose:
+        base_env[contract.ENV_LOG_LEVEL] = contract.LOG_LEVEL_DEBUG
     cluster = tfconfig.cluster_spec([f"{LOOPBACK}:{port}" for port in ports])
     commands = []
     for index in range(job.spec.workers):
@@ -140,14 +174,20 @@ def worker_commands(
 
 
 class _Group:
-    """N worker processes, their output streamed with a prefix, stopped together."""
+    """N worker processes, their output logged in full and shown filtered, stopped together."""
 
     def __init__(
-        self, commands: Sequence[tuple[list[str], dict[str, str]]], write: Callable[[str], None]
+        self,
+        commands: Sequence[tuple[list[str], dict[str, str]]],
+        write: Callable[[str], None],
+        log_files: Sequence[TextIO],
+        verbose: bool,
     ) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
         self.last_errors: list[str | None] = [None] * len(commands)
+        self._log_files = log_files
+        self._verbose = verbose
         for index, (argv, env) in enumerate(commands):
             process = subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -181,12 +221,17 @@ class _Group:
             yield seen if seen is not None else (0 if process.returncode == 0 else None)
 
     def _pump(self, index: int, stream: IO[bytes], write: Callable[[str], None]) -> None:
+        console = ConsoleFilter(self._verbose)
+        log_file = self._log_files[index]
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
-            write(f"[worker {index}] {line}")
-            _, marker, message = line.partition(" ERROR ")
-            if marker:
-                self.last_errors[index] = message.strip()
+            if not log_file.closed:  # closed once the attempt is over and stop() gave up
+                log_file.write(line + "\n")
+            if console.shows(line):
+                write(f"[worker {index}] {line}")
+            error = trainer_error(line)
+            if error:
+                self.last_errors[index] = error
         stream.close()
 
     def stop(self) -> None:
@@ -235,11 +280,16 @@ def run_local(
     data: str | None = None,
     extra_args: Sequence[str] = (),
     write: Callable[[str], None] = print,
+    verbose: bool = False,
 ) -> dict[str, Any]:
-    """Run the group to success (returning the chief's result) or raise WorkersFailed."""
+    """Run the group to success (returning the chief's result) or raise WorkersFailed.
+
+    `verbose` shows TensorFlow's own log lines on the console; they are always in the
+    per-worker log files.
+    """
     paths = LocalPaths(workdir.resolve())
-    paths.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    paths.model_dir.mkdir(parents=True, exist_ok=True)
+    for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
+        directory.mkdir(parents=True, exist_ok=True)
     if any(paths.checkpoint_dir.iterdir()):
         write(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
     restarts = 0
@@ -252,15 +302,16 @@ def run_local(
     with _sigterm_as_exception():
         while True:
             commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
-                                       data, extra_args)  # fmt: skip
-            group = _Group(commands, locked_write)
-            try:
-                attempt = group.wait_first_failure()
-            except (KeyboardInterrupt, _Terminated):
-                group.stop()
-                raise KeyboardInterrupt from None
-            finally:
-                group.stop()
+                                       data, extra_args, verbose)  # fmt: skip
+            with _log_files(paths, job.spec.workers, restarts) as log_files:
+                group = _Group(commands, locked_write, log_files, verbose)
+                try:
+                    attempt = group.wait_first_failure()
+                except (KeyboardInterrupt, _Terminated):
+                    group.stop()
+                    raise KeyboardInterrupt from None
+                finally:
+                    group.stop()
             step = next_step(attempt, restarts, job.spec.backoff_limit)
             if step == "done":
                 return _result(paths, restarts)
@@ -273,12 +324,28 @@ def run_local(
                         f"(spec.backoffLimit={job.spec.backoff_limit})"
                     )
                 )
-                raise WorkersFailed(f"{attempt.describe()}; {reason}")
+                raise WorkersFailed(
+                    f"{attempt.describe()}; {reason}; full worker logs in {paths.logs_dir}"
+                )
             restarts += 1
             locked_write(
                 f"tflaunch: {attempt.describe()}; restarting all {job.spec.workers} workers "
                 f"(restart {restarts}/{job.spec.backoff_limit}), resuming from the checkpoint"
             )
+
+
+@contextlib.contextmanager
+def _log_files(paths: LocalPaths, workers: int, restarts: int) -> Iterator[list[TextIO]]:
+    """Each worker's log file, opened for one attempt, which starts with a header line."""
+    with contextlib.ExitStack() as stack:
+        files: list[TextIO] = []
+        for index in range(workers):
+            log_file = stack.enter_context(
+                paths.log_file(index).open("a", encoding="utf-8", errors="replace")
+            )
+            log_file.write(f"--- tflaunch: worker {index}, attempt {restarts + 1} ---\n")
+            files.append(log_file)
+        yield files
 
 
 def _result(paths: LocalPaths, restarts: int) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,16 @@ def test_local_workers_get_the_pods_environment_and_flags(tmp_path):
     assert argv[argv.index("--checkpoint-dir") + 1] == str(tmp_path / "checkpoints")
     assert argv[argv.index("--data") + 1] == "/d/m.npz"
     assert argv[argv.index("--global-batch-size") + 1] == "256"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_verbose_asks_the_workers_for_tensorflows_own_log_lines(tmp_path, monkeypatch, verbose):
+    monkeypatch.delenv(contract.ENV_LOG_LEVEL, raising=False)
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    job = load_job(None, [])
+    (_, env), _ = worker_commands(job, LocalPaths(tmp_path), [1, 2], 0, None, verbose=verbose)
+    assert env.get(contract.ENV_LOG_LEVEL) == ("debug" if verbose else None)
+    assert "TF_CPP_MIN_LOG_LEVEL" not in env  # the trainer picks it from the log level
 
 
 def test_a_single_worker_runs_without_tf_config(tmp_path, monkeypatch):
@@ -79,6 +90,31 @@ def test_group_restart_policy_matches_the_clusters(codes, restarts, expected):
     assert next_step(Attempt(codes), restarts, backoff_limit=3) == expected
 
 
+PEER_DIED = "training failed because a peer died, froze or restarted (UnavailableError: ...)"
+
+
+@pytest.mark.parametrize(
+    "codes, errors, expected",
+    [
+        # The survivor may exit before the poll sees the killed worker: the signal is the
+        # cause, the survivor's "a peer died" only its consequence.
+        ((1, -9), (PEER_DIED, None), "worker 1 was killed by SIGKILL (worker 0 exited 1 too)"),
+        ((-9, None), (None, None), "worker 0 was killed by SIGKILL"),
+        ((None, 78), (None, "bad trainer flag: unrecognized arguments: --epochz 3"),
+         "worker 1 exited 78 (configuration error): bad trainer flag: unrecognized "
+         "arguments: --epochz 3"),
+        ((75, 1), ("peers never came: 127.0.0.1:2", PEER_DIED),
+         "worker 0 exited 75 (peers never came): peers never came: 127.0.0.1:2 "
+         "(worker 1 exited 1 too)"),
+        ((None, 1), (None, PEER_DIED), f"worker 1 exited 1: {PEER_DIED}"),
+    ],
+)  # fmt: skip
+def test_a_failed_attempt_names_the_cause_first_with_the_trainers_own_reason(
+    codes, errors, expected
+):
+    assert Attempt(codes, errors).describe() == expected
+
+
 # --- real TensorFlow processes -------------------------------------------------------------
 
 
@@ -111,12 +147,24 @@ def _alive(pid: int) -> bool:
     return " Z " not in stat  # a zombie is dead, only not yet reaped
 
 
+def _default_env() -> dict[str, str]:
+    """The user's environment without anything that changes what TensorFlow logs."""
+    quiet = ("TF_CPP_MIN_LOG_LEVEL", contract.ENV_LOG_LEVEL, "TFLAUNCH_LOCAL_VERBOSE")
+    return {key: value for key, value in os.environ.items() if key not in quiet}
+
+
+CPP_LOG_LINE = re.compile(r"\b[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\]")
+"""TensorFlow's C++ (absl) log line: `E0000 00:00:1796050260.220975 5641 file.cc:52] ...`."""
+
+
 @pytest.mark.tf
-def test_two_local_workers_train_in_sync(tmp_path, mnist_npz):
+def test_two_local_workers_train_in_sync_and_the_console_shows_no_tensorflow_noise(
+    tmp_path, mnist_npz
+):
     run = subprocess.run(
         _tflaunch("--workers", "2", "--epochs", "2", "--data", str(mnist_npz),
                   "--workdir", str(tmp_path), "--", "--max-test-examples", "256"),
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=240, env=_default_env(),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
@@ -125,14 +173,24 @@ def test_two_local_workers_train_in_sync(tmp_path, mnist_npz):
     assert "[worker 0] " in run.stdout and "[worker 1] " in run.stdout
     assert "eval_steps=1" in run.stdout, "trainer args after -- must reach the trainer"
     assert "succeeded" in run.stdout
+    console = run.stdout + run.stderr
+    for noise in ("E0000", "W0000", "I0000", "cuInit", "absl::InitializeLog", "Sharding callback"):
+        assert noise not in console, console
+    assert not CPP_LOG_LINE.search(console), console
+    # ... and the full logs keep TensorFlow's own lines.
+    full_log = (tmp_path / "logs" / "worker-1.log").read_text()
+    assert "[worker 1/2] INFO epoch 2/2" in full_log and CPP_LOG_LINE.search(full_log)
 
 
 @pytest.mark.tf
 def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_npz):
     launcher = subprocess.Popen(
         _tflaunch("--workers", "2", "--epochs", "4", "--data", str(mnist_npz),
-                  "--workdir", str(tmp_path), "--set", "spec.backoffLimit=2"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                  "--workdir", str(tmp_path), "--set", "spec.backoffLimit=2",
+                  # Let TensorFlow probe CUDA: on a machine without GPUs, every worker
+                  # then logs the C++ line "E0000 ... cuInit: ... UNKNOWN ERROR (303)".
+                  "--set", "spec.env.TF_ENABLED_DEVICE_TYPES=CPU,GPU"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_default_env(),
     )  # fmt: skip
     try:
         checkpoints = tmp_path / "checkpoints"
@@ -148,7 +206,12 @@ def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_
     finally:
         launcher.kill()
     assert launcher.returncode == 0, output[-4000:]
-    assert "restarting all 2 workers" in output
+    (restart,) = [line for line in output.splitlines() if "restarting all 2 workers" in line]
+    # The cause, and nothing TensorFlow's C++ runtime logged (issue 16: it used to read
+    # "worker 1 was killed by SIGKILL: (303); restarting ...").
+    assert restart.startswith("tflaunch: worker 1 was killed by SIGKILL"), restart
+    assert "(303)" not in restart and "cuInit" not in restart, restart
+    assert not CPP_LOG_LINE.search(restart), restart
     result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
     assert result["restarts"] == 1
     assert result["resumed_from_epoch"] >= 1, "the group must resume, not start over"

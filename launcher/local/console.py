@@ -1,0 +1,63 @@
+"""Which lines of a worker's output reach the `tflaunch local` console, and which one says
+why the worker failed.
+
+A TensorFlow worker prints two kinds of lines: the trainer's own
+(`contract.TRAINER_LOG_FORMAT`, plus the result line and Python tracebacks) and TensorFlow's
+C++ runtime log (`E0000 00:00:1796050260.220975 5641 cuda_platform.cc:52] ...`). Some of
+the latter are printed before TensorFlow applies TF_CPP_MIN_LOG_LEVEL (absl's "All log
+messages before absl::InitializeLog()" banner, oneDNN, the CUDA stub), so no environment
+variable hides them; on a CPU machine they read like failures ("failed call to cuInit:
+UNKNOWN ERROR (303)") when nothing is wrong. So the console shows the trainer's lines, and
+the per-worker log files keep everything; `--verbose` shows everything on the console too.
+"""
+
+from __future__ import annotations
+
+import re
+
+from launcher.core import contract
+
+CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
+"""TensorFlow's C++ log line (absl format): severity, MMDD, time (TF 2.21 prints
+`00:00:<epoch seconds>.<micros>`), thread id, file:line]."""
+CPP_LOG_BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
+"""What absl prints, once per TensorFlow library, before its logging is initialized."""
+RECORD_STARTS = ("Traceback ", "Exception in thread ", contract.RESULT_LINE_PREFIX)
+"""Lines that are not the continuation of a multi-line C++ message, besides trainer lines."""
+
+
+def is_cpp_log_start(line: str) -> bool:
+    """True for the first line of a message from TensorFlow's C++ runtime."""
+    return bool(CPP_LOG_LINE.match(line)) or line.startswith(CPP_LOG_BANNER)
+
+
+def starts_own_record(line: str) -> bool:
+    """True for a line that begins something of the trainer's (or Python's) own."""
+    return bool(contract.TRAINER_LOG_LINE.match(line)) or line.startswith(RECORD_STARTS)
+
+
+def trainer_error(line: str) -> str | None:
+    """The message of a trainer ERROR line, else None (C++ lines included, whatever they say)."""
+    match = contract.TRAINER_LOG_LINE.match(line)
+    if match is None or match.group("level") != "ERROR":
+        return None
+    return match.group("message").strip()
+
+
+class ConsoleFilter:
+    """Decides line by line, for one worker's stream, what the console shows.
+
+    A C++ message may span lines (its continuation lines carry no prefix): after a C++
+    line, every line is hidden until one starts a record of the trainer's own.
+    """
+
+    def __init__(self, verbose: bool) -> None:
+        self._verbose = verbose
+        self._in_cpp_message = False
+
+    def shows(self, line: str) -> bool:
+        if is_cpp_log_start(line):
+            self._in_cpp_message = True
+        elif self._in_cpp_message and starts_own_record(line):
+            self._in_cpp_message = False
+        return self._verbose or not self._in_cpp_message
