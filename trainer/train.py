@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -211,8 +212,22 @@ def publish_result(result: dict[str, Any], model_dir: str) -> None:
 # --- the run -----------------------------------------------------------------------------
 
 
+FUNCTION_NODE = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+"""TensorFlow's prefix naming the graph node, e.g. `{{function_node
+__wrapped__CollectiveReduceV2_..._device_/job:worker/replica:0/task:0/device:CPU:0}}`."""
+
+
+def _first_line(message: str) -> str:
+    """The message's first line, with the next one when it ends in a colon: "The following
+    tasks are unhealthy (stopped sending heartbeats):" is followed by the task names."""
+    lines = [line.strip() for line in message.strip().splitlines()] or [""]
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
+
+
 def _transient(phase: str, error: tf.errors.OpError) -> TransientError:
-    first_line = (error.message or str(error)).strip().splitlines()[0]
+    first_line = FUNCTION_NODE.sub("", _first_line(error.message or str(error)))
     return TransientError(
         f"{phase} failed because a peer died, froze or restarted "
         f"({type(error).__name__}: {first_line}); exiting so that the group restarts "

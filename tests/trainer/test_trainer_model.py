@@ -76,6 +76,30 @@ def test_evaluate_scores_every_test_example_once_like_a_plain_computation(count:
     assert scores.loss == pytest.approx(float(np.mean(losses)), rel=1e-5)
 
 
+def test_a_dead_peer_is_reported_without_tensorflows_graph_node_prefix() -> None:
+    import tensorflow as tf
+
+    message = (
+        "{{function_node __wrapped__CollectiveReduceV2_Nordering_token_1_device_/job:worker/"
+        "replica:0/task:0/device:CPU:0}} Collective ops is aborted by: Socket closed\n"
+        "Additional GRPC error information: ..."
+    )
+    error = train._transient("training", tf.errors.UnavailableError(None, None, message))
+    assert "(UnavailableError: Collective ops is aborted by: Socket closed);" in str(error)
+    assert "function_node" not in str(error)
+
+
+def test_a_dead_peer_report_names_the_unhealthy_tasks() -> None:
+    import tensorflow as tf
+
+    message = (
+        "Collective ops is aborted by: The following tasks are unhealthy (stopped sending "
+        "heartbeats):\n/job:worker/replica:0/task:1\nThe tasks have crashed."
+    )
+    error = train._transient("training", tf.errors.UnavailableError(None, None, message))
+    assert "(stopped sending heartbeats): /job:worker/replica:0/task:1)" in str(error)
+
+
 def test_weights_digest_changes_with_any_weight() -> None:
     model = model_lib.build_model()
     before = model_lib.weights_digest(model)
