@@ -9,8 +9,8 @@
 #   hack/cluster.sh build               build the binaries once into the cache (slow only cold)
 #   hack/cluster.sh up [KUBECONFIG]     start a cluster; admin kubeconfig (default .cluster/kubeconfig)
 #   hack/cluster.sh down [KUBECONFIG]   stop every process of that cluster and remove its state
-#   hack/cluster.sh stop|start KUBECONFIG  stop / start again every process of that cluster
-#                                       (state kept: what a control-plane outage looks like)
+#   hack/cluster.sh apiserver-stop|apiserver-start KUBECONFIG
+#                                       stop / start again that cluster's kube-apiserver
 #   hack/cluster.sh bin                 print the directory of the cached binaries
 set -euo pipefail
 
@@ -148,20 +148,52 @@ stop_leftovers() {
   done < <(find "$1" -name '*.pid' -print0 2>/dev/null)
 }
 
-# kwokctl_on KUBECONFIG VERB: run `kwokctl VERB cluster` on the cluster behind KUBECONFIG.
-kwokctl_on() {
+# apiserver_stop / apiserver_start KUBECONFIG: what a control-plane upgrade looks like to a
+# client: the kube-apiserver process gone, then back with the same flags and the same etcd.
+# kwokctl stops and starts only whole clusters (and a restarted kwok controller waits out
+# its predecessor's node leases), so this one process is handled by pid here.
+component_dir() {
   local kubeconfig state
   kubeconfig=$(realpath -m "$1")
   state=$(state_file "$kubeconfig")
   [ -e "$state" ] || die "no cluster is up for $kubeconfig"
-  KWOK_WORKDIR=$(cat "$state") "$BIN_DIR/kwokctl" "$2" cluster --name "$CLUSTER_NAME" >&2
+  printf '%s/clusters/%s' "$(cat "$state")" "$CLUSTER_NAME"
+}
+
+apiserver_stop() {
+  local dir pid
+  dir=$(component_dir "$1")
+  pid=$(cat "$dir/pids/kube-apiserver.pid")
+  tr '\0' '\n' <"/proc/$pid/cmdline" >"$dir/kube-apiserver.cmdline"
+  kill "$pid"  # a graceful stop first, as an upgrade would; it may hold watches for a while
+  for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+}
+
+apiserver_start() {
+  local dir args
+  dir=$(component_dir "$1")
+  mapfile -t args <"$dir/kube-apiserver.cmdline"
+  (
+    cd "$dir" || exit 1
+    setsid "${args[@]}" </dev/null >>"$dir/logs/kube-apiserver.log" 2>&1 &
+    echo $! >"$dir/pids/kube-apiserver.pid"
+  )
+  for _ in $(seq 300); do
+    "$BIN_DIR/kubectl" --kubeconfig "$1" get --raw /readyz >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "kube-apiserver did not become ready again"
 }
 
 case ${1:-} in
   build) cmd_build ;;
   up) cmd_up "${2:-}" ;;
   down) cmd_down "${2:-}" ;;
-  stop | start) [ -n "${2:-}" ] || die "usage: hack/cluster.sh $1 KUBECONFIG"; kwokctl_on "$2" "$1" ;;
+  apiserver-stop | apiserver-start)
+    [ -n "${2:-}" ] || die "usage: hack/cluster.sh $1 KUBECONFIG"
+    "${1/-/_}" "$2" ;;
   bin) printf '%s\n' "$BIN_DIR" ;;
-  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | stop|start KUBECONFIG | bin" ;;
+  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | apiserver-stop|apiserver-start KUBECONFIG | bin" ;;
 esac

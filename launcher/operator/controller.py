@@ -27,7 +27,12 @@ import kopf
 from launcher.cluster import client, custom
 from launcher.cluster.client import Cluster
 from launcher.core import labels
-from launcher.core.errors import ClusterError, Forbidden, Invalid, TflaunchError
+from launcher.core.errors import (
+    ClusterError,
+    Invalid,
+    TflaunchError,
+    TransientClusterError,
+)
 from launcher.operator import crd, observe, reconcile
 
 logger = logging.getLogger("tflaunch.operator")
@@ -96,10 +101,14 @@ class ReconcileError(ClusterError):
 
 
 def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
-    """The tail of the chief's log; None when it cannot be read for good (gone, forbidden)."""
+    """The tail of the chief's log; None when it cannot be read for good (gone, forbidden,
+    or the node cannot serve it: 400 "no logs found" once the kubelet lost it). Only an
+    unavailable API server is worth a retry; a missing result must not block success."""
     try:
         return custom.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
-    except Forbidden as error:
+    except TransientClusterError:
+        raise
+    except ClusterError as error:
         logger.warning("%s/%s: cannot read the result: %s", namespace, pod, error)
         return None
 

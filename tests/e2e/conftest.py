@@ -106,12 +106,13 @@ class ControlPlane:
             cwd=ROOT,
         )
 
-    def stop(self) -> None:
-        """Stop every control-plane process (etcd, apiserver, controllers, kwok)."""
-        _cluster_sh("stop", str(self.kubeconfig))
+    def stop_apiserver(self) -> None:
+        """Stop the kube-apiserver process (etcd, controllers and kwok keep running)."""
+        _cluster_sh("apiserver-stop", str(self.kubeconfig))
 
-    def start(self) -> None:
-        _cluster_sh("start", str(self.kubeconfig))
+    def start_apiserver(self) -> None:
+        """Start it again with the same flags; returns once it is ready."""
+        _cluster_sh("apiserver-start", str(self.kubeconfig))
 
 
 def _cluster_sh(*args: str) -> str:

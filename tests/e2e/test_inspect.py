@@ -47,8 +47,7 @@ def test_list_shows_the_job_and_doctor_checks_the_gpu_nodes(
     assert "✓ GPU nodes: 2 of 3 nodes have allocatable nvidia.com/gpu" in doctor.out, doctor
 
     eventually(
-        lambda: (cp.get("job", "fits-worker", "-n", namespace)["status"].get("active") or 0)
-        == 2,
+        lambda: (cp.get("job", "fits-worker", "-n", namespace)["status"].get("active") or 0) == 2,
         what="both workers running",
     )
     live = cp.tflaunch("doctor", "fits", "-n", namespace)
@@ -90,7 +89,7 @@ def test_delete_removes_everything_through_the_garbage_collector_and_is_idempote
     eventually(lambda: len(cp.get("pods", "-n", namespace)["items"]) == 2, what="both worker pods")
     deleted = cp.tflaunch("delete", "gone", "-n", namespace)
     assert deleted.code == 0, deleted  # 134 was the SIGABRT of issue 8
-    assert "job/gone-worker deleted" in deleted.out
+    assert "job.batch/gone-worker deleted" in deleted.out
     left = cp.get("jobs,pods,services,networkpolicies", "-n", namespace)["items"]
     assert left == [], [f"{o['kind']}/{o['metadata']['name']}" for o in left]
 

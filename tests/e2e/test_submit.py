@@ -40,10 +40,20 @@ def _pod_fqdn(pod: dict[str, Any], namespace: str) -> str:
     return f"{spec['hostname']}.{spec['subdomain']}.{namespace}.svc.cluster.local"
 
 
-def _resource_versions(cp: ControlPlane, namespace: str, job: str) -> dict[str, str]:
-    found = cp.get("jobs,services,networkpolicies", "-n", namespace, "-l", f"{SELECTOR}={job}")
+def _our_writes(cp: ControlPlane, namespace: str, job: str) -> dict[str, Any]:
+    """Per object: its generation and what the server recorded of tflaunch's own writes
+    (managedFields of manager tflaunch). The Job controller keeps writing the Job's status,
+    so resourceVersion alone cannot tell whether we wrote."""
+    found = cp.get(
+        "jobs,services,networkpolicies", "-n", namespace, "-l", f"{SELECTOR}={job}",
+        "--show-managed-fields",
+    )  # fmt: skip
     return {
-        f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+        f"{o['kind']}/{o['metadata']['name']}": (
+            o["metadata"].get("generation"),
+            [m for m in o["metadata"]["managedFields"] if m["manager"] == "tflaunch"],
+            o["metadata"]["resourceVersion"] if o["kind"] != "Job" else "status churns",
+        )
         for o in found["items"]
     }
 
@@ -85,13 +95,13 @@ def test_resubmitting_the_same_spec_writes_nothing(
     cp = control_plane
     spec = write_spec(tmp_path / "job.yaml", "same", namespace, hooks=pod_hooks(run_for="forever"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
-    before = _resource_versions(cp, namespace, "same")
+    before = _our_writes(cp, namespace, "same")
     assert set(before) == {"Job/same-worker", "Service/same", "NetworkPolicy/same-tf-peers"}
 
     again = cp.tflaunch("submit", str(spec))
     assert again.code == 0, again
     assert "nothing to do" in again.err
-    assert _resource_versions(cp, namespace, "same") == before
+    assert _our_writes(cp, namespace, "same") == before
 
 
 def test_a_changed_spec_is_refused_and_replace_replaces(

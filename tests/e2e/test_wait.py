@@ -69,8 +69,8 @@ def test_wait_rides_out_a_control_plane_restart(
 ) -> None:
     cp = control_plane
     if not cp.owned:
-        pytest.skip("restarts the control plane: only on a cluster this session started")
-    spec = write_spec(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="25s"))
+        pytest.skip("restarts the API server: only on a cluster this session started")
+    spec = write_spec(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="15s"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
     waiter = cp.popen_tflaunch("wait", "outage", "-n", namespace, "--timeout", "240")
     eventually(
@@ -78,10 +78,10 @@ def test_wait_rides_out_a_control_plane_restart(
         what="both workers running",
     )
     time.sleep(1)
-    cp.stop()
+    cp.stop_apiserver()
     time.sleep(4)
     assert waiter.poll() is None, "wait must not give up while the API server is down"
-    cp.start()
+    cp.start_apiserver()
     out, err = waiter.communicate(timeout=240)
     assert waiter.returncode == 0, f"exit {waiter.returncode}\n{out}\n{err}"
     assert "unavailable" in err
