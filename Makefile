@@ -20,7 +20,9 @@ $(BIN)/tflaunch: pyproject.toml
 install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras
 
 .PHONY: test
-test: install ## Run the test suite
+test: install ## Run the test suite (builds the e2e control plane first when Go is there)
+	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build; \
+	else echo "make test: Go not found, so tests/e2e will skip (install Go >= 1.26 to run them)"; fi
 	$(BIN)/pytest
 
 .PHONY: lint
