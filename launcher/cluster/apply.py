@@ -69,6 +69,9 @@ def apply_job(
         for o in objects
     }
     _check_ownership(job_name, namespace, existing, program)
+    for obj in objects:
+        if obj["kind"] == "Job":
+            _settle_suspend(obj, None if replace else existing[_key(obj)])
     if replace:
         for obj in objects:
             if existing[_key(obj)] is None:
@@ -122,6 +125,33 @@ def _check_ownership(
                 f"{whose}; choose another job name (--name), or delete it "
                 f"(kubectl delete {kind.lower()} {name} -n {namespace})"
             )
+
+
+def _settle_suspend(job: Obj, current: Obj | None) -> None:
+    """Decide the `suspend` that applying `job` writes, so that resubmitting never fights
+    whoever suspended or resumed the running Job since (Kueue admitting or preempting it, a
+    person with kubectl).
+
+    A new Job gets the spec's `suspend`. For an existing one the user changed spec.suspend
+    *on purpose* exactly when it differs from what tflaunch last applied, which the Job
+    carries in the annotation `labels.SUSPEND_REQUESTED` (written with every apply, so it is
+    part of tflaunch's own applied configuration). Only then is it written; otherwise the
+    Job's live value is applied back unchanged: leaving the field out is no option, since
+    server-side apply would remove a field tflaunch owned and so resume the Job. managedFields
+    cannot answer the question: they record who owns `spec.suspend`, not the value tflaunch
+    applied. A Job without the annotation (from an older tflaunch) keeps its live value.
+    """
+    requested = bool(job["spec"].get("suspend"))
+    job["metadata"].setdefault("annotations", {})[labels.SUSPEND_REQUESTED] = _bool_text(requested)
+    if current is None:
+        return
+    last = ((current.get("metadata") or {}).get("annotations") or {}).get(labels.SUSPEND_REQUESTED)
+    if last is None or last == _bool_text(requested):
+        job["spec"]["suspend"] = bool((current.get("spec") or {}).get("suspend"))
+
+
+def _bool_text(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _dry_run_all(

@@ -64,7 +64,8 @@ SPEC_HASH = "tflaunch.dev/spec-hash"
 """Hash of the MultiWorkerJob spec a Job was rendered from: the operator tells an edited spec
 from the running one by it (a Job's pod template is immutable)."""
 SUSPEND_REQUESTED = "tflaunch.dev/suspend-requested"
-"""spec.suspend as the operator last propagated it to the Job. The operator only acts when
-spec.suspend changes, so Kueue may suspend and resume the Job itself without a tug of war."""
+"""spec.suspend as tflaunch (the operator, or `tflaunch submit`) last applied it to the Job.
+Both act only when spec.suspend changes against it, so Kueue (or a person) may suspend and
+resume the Job itself without a tug of war."""
 GROUP_RESTARTS = "tflaunch.dev/group-restarts"
 """How many whole-group restarts came before this Job (also the pods' $TFLAUNCH_RESTARTS)."""
