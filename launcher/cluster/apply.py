@@ -4,7 +4,9 @@ Why all or nothing: a job is several objects (Service, NetworkPolicy, Jobs) that
 together, and a Job's pod template is immutable. So every object is first checked by the
 API server (a dry-run apply, or a dry-run create under `--replace`) before anything is
 written; objects of another owner are refused (`Conflict`), a changed pod template too
-(`SpecChanged`, with the way out). Applying the same spec twice writes nothing. The
+(`SpecChanged`, with the way out), and so is an object of the job (found by its label) that
+the new render lacks, e.g. the Job of another layout. Applying the same spec twice writes
+nothing, and never flips `suspend` that someone else changed since (`_settle_suspend`). The
 Service and NetworkPolicy are then owned by the (first) Job, so deleting the Job, or its
 TTL, removes them too.
 """
@@ -32,7 +34,7 @@ class Applied:
 
     kind: str
     name: str
-    action: Literal["created", "configured", "unchanged", "replaced"]
+    action: Literal["created", "configured", "unchanged", "replaced", "deleted"]
 
 
 def apply_job(
@@ -69,6 +71,9 @@ def apply_job(
         for o in objects
     }
     _check_ownership(job_name, namespace, existing, program)
+    stale = _stale_objects(cluster, job_name, namespace, objects)
+    if stale and not replace:
+        raise _not_in_render(job_name, namespace, stale, program)
     for obj in objects:
         if obj["kind"] == "Job":
             _settle_suspend(obj, None if replace else existing[_key(obj)])
@@ -79,8 +84,9 @@ def apply_job(
             else:
                 cluster.create_dry_run(_for_create(obj))
         replaced = {key for key, obj in existing.items() if obj is not None}
+        gone = [Applied(*_key(o), "deleted") for o in stale]
         if dry_run:
-            return [
+            return gone + [
                 Applied(*_key(o), "replaced" if _key(o) in replaced else "created") for o in objects
             ]
         delete_job(cluster, job_name, namespace, wait=True)
@@ -94,7 +100,7 @@ def apply_job(
             Applied(o["kind"], o["metadata"]["name"], a)
             for o, a in zip(objects, results, strict=True)
         ]
-    applied: list[Applied] = []
+    applied: list[Applied] = [Applied(*_key(o), "deleted") for o in stale] if replace else []
     for obj, action in zip(objects, results, strict=True):
         if action != "unchanged":
             result = cluster.apply(obj)
@@ -125,6 +131,35 @@ def _check_ownership(
                 f"{whose}; choose another job name (--name), or delete it "
                 f"(kubectl delete {kind.lower()} {name} -n {namespace})"
             )
+
+
+STALE_KINDS = ("Job", "Service", "NetworkPolicy")
+"""What a job's render consists of; one of these that the new render lacks is in the way."""
+
+
+def _stale_objects(cluster: Cluster, job: str, namespace: str, objects: Sequence[Obj]) -> list[Obj]:
+    """The job's objects on the server (found by its label, not by the names about to be
+    rendered) that the new render does not contain: a Job of the previous layout or of a
+    worker that no longer exists. Left running, its pods would share host names under the
+    one Service with the new group's, and DNS could hand TensorFlow the wrong pod."""
+    rendered = {_key(o) for o in objects}
+    selector = labels.job_selector_string(job)
+    return [
+        obj
+        for kind in STALE_KINDS
+        for obj in cluster.list_objects(kind, namespace, selector)
+        if _key(obj) not in rendered
+    ]
+
+
+def _not_in_render(job: str, namespace: str, stale: Sequence[Obj], program: str) -> SpecChanged:
+    listed = ", ".join(f"{kind} {name}" for kind, name in map(_key, stale))
+    return SpecChanged(
+        f"job {job} already exists in namespace {namespace} with objects the new spec does "
+        f"not render ({listed}: a changed layout or worker count), which would run beside "
+        f"the new workers; nothing was applied; use --replace to delete them first, or "
+        f"{program} delete {job} -n {namespace}"
+    )
 
 
 def _settle_suspend(job: Obj, current: Obj | None) -> None:

@@ -81,3 +81,44 @@ def test_changing_spec_suspend_on_purpose_suspends_and_resumes(
     resumed = cp.tflaunch("submit", str(spec))
     assert resumed.code == 0, resumed
     assert _job(cp, namespace, "pause-worker")["spec"]["suspend"] is False
+
+
+def _job_names(cp: ControlPlane, namespace: str, job: str) -> set[str]:
+    jobs = cp.get("jobs", "-n", namespace, "-l", f"{SELECTOR}={job}")["items"]
+    return {j["metadata"]["name"] for j in jobs if not j["metadata"].get("deletionTimestamp")}
+
+
+def test_changing_the_layout_is_refused_and_replace_replaces_the_worker_group(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    spec = write_spec(tmp_path / "job.yaml", "lay", namespace, hooks=pod_hooks(run_for="forever"))
+    assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
+    assert _job_names(cp, namespace, "lay") == {"lay-worker"}
+
+    refused = cp.tflaunch("submit", str(spec), "--layout", "per-worker")
+    assert refused.code == 2, refused
+    assert len(refused.err.strip().splitlines()) == 1, refused
+    assert "--replace" in refused.err and "lay-worker" in refused.err
+    assert _job_names(cp, namespace, "lay") == {"lay-worker"}, "nothing may be applied"
+
+    replaced = cp.tflaunch("submit", str(spec), "--layout", "per-worker", "--replace", timeout=180)
+    assert replaced.code == 0, replaced
+    assert _job_names(cp, namespace, "lay") == {"lay-worker-0", "lay-worker-1"}
+    eventually(
+        lambda: (
+            {p["metadata"]["labels"].get("job-name") for p in _pods(cp, namespace, "lay")}
+            == {"lay-worker-0", "lay-worker-1"}
+        ),
+        what="only the new worker group's pods",
+    )
+
+    back = cp.tflaunch("submit", str(spec))
+    assert back.code == 2, back
+    assert "lay-worker-0" in back.err and "--replace" in back.err
+    assert _job_names(cp, namespace, "lay") == {"lay-worker-0", "lay-worker-1"}
+
+
+def _pods(cp: ControlPlane, namespace: str, job: str) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = cp.get("pods", "-n", namespace, "-l", f"{SELECTOR}={job}")["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
