@@ -28,7 +28,7 @@ from launcher.cli.options import (
 )
 from launcher.cluster import status
 from launcher.core import render
-from launcher.core.errors import ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
 from launcher.core.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -321,6 +321,51 @@ class _Progress:
             self.drawn = False
 
 
+class _MissingPods:
+    """Warns once per Job when it has had fewer pods than it should run for longer than the
+    pending threshold: those workers never get a pod (a ResourceQuota, LimitRange or webhook
+    refused it), so they never show up as Pending. The warning quotes the server's reason."""
+
+    def __init__(self, cluster: Cluster, namespace: str, threshold: float) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.threshold = threshold
+        self.since: dict[str, float] = {}
+        self.warned: set[str] = set()
+
+    def warnings(self, objects: JobObjects) -> list[str]:
+        """The warnings due now (each Job's at most once while it stays short)."""
+        now = time.monotonic()
+        short = {s.job: s for s in status.missing_pods(objects.jobs, objects.pods)}
+        for gone in set(self.since) - set(short):
+            del self.since[gone]
+            self.warned.discard(gone)
+        messages = []
+        for name, shortfall in short.items():
+            started = self.since.setdefault(name, now)
+            if name in self.warned or now - started <= self.threshold:
+                continue
+            job = next(j for j in objects.jobs if j["metadata"]["name"] == name)
+            cause = status.creation_blocked_by(job, self._events(name))
+            if cause is None and shortfall.failed:
+                self.since[name] = now  # likely the controller's backoff after a failed pod
+                continue
+            self.warned.add(name)
+            messages.append(status.missing_warning(shortfall, self.threshold, cause))
+        return messages
+
+    def _events(self, job: str) -> list[Any]:
+        from launcher.cluster import find
+        from launcher.cluster.retry import retrying
+
+        try:
+            return retrying(
+                lambda: find.job_events(self.cluster, job, self.namespace), self.cluster.outage
+            )
+        except ClusterError:  # e.g. no RBAC to list events: warn without the reason
+            return []
+
+
 def _wait(
     cluster: Cluster,
     name: str,
@@ -337,6 +382,7 @@ def _wait(
     warned: set[tuple[int, str | None]] = set()
     restarts: dict[int, int] = {}
     seen = False
+    missing = _MissingPods(cluster, namespace, pending_warning)
     try:
         for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
@@ -363,6 +409,8 @@ def _wait(
                 progress.say(
                     f"warning: {status.pending_warning(summary, stalled, pending_warning)}"
                 )
+            for warning in missing.warnings(objects):
+                progress.say(f"warning: {warning}")
             line = status.progress_line(summary, elapsed)
             progress.show(line, line.rpartition(", ")[0])
             if summary.state == "Succeeded":

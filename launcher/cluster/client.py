@@ -92,6 +92,7 @@ KINDS: dict[str, Kind] = {
             "endpoint_slice",
         ),
         Kind("ResourceQuota", "v1", "resourcequotas", client.CoreV1Api, "resource_quota"),
+        Kind("Event", "v1", "events", client.CoreV1Api, "event"),
         Kind("Node", "v1", "nodes", client.CoreV1Api, "node", namespaced=False),
         Kind("Namespace", "v1", "namespaces", client.CoreV1Api, "namespace", namespaced=False),
     )
@@ -300,16 +301,25 @@ class Cluster:
         label_selector: str | None = None,
         *,
         all_namespaces: bool = False,
+        field_selector: str | None = None,
     ) -> list[Obj]:
         """Objects of a kind in a namespace (or in all, or cluster-scoped ones)."""
-        return self.list_versioned(kind_of(kind), namespace, label_selector, all_namespaces)[0]
+        k = kind_of(kind)
+        return self.list_versioned(k, namespace, label_selector, all_namespaces, field_selector)[0]
 
     def list_versioned(
-        self, k: Kind, namespace: str | None, selector: str | None, all_namespaces: bool = False
+        self,
+        k: Kind,
+        namespace: str | None,
+        selector: str | None,
+        all_namespaces: bool = False,
+        field_selector: str | None = None,
     ) -> tuple[list[Obj], str]:
         """`list_objects`, and the list's resourceVersion (where a watch starts from)."""
         ns = None if all_namespaces or not k.namespaced else self.ns(namespace)
         kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
         with self.errors("list", k, ns):
             method = self.method(k, "list", all_namespaces=all_namespaces)
             args = (ns,) if ns is not None else ()

@@ -58,6 +58,15 @@ def managed_jobs(
     )
 
 
+def job_events(cluster: Cluster, job: str, namespace: str | None = None) -> list[Obj]:
+    """The events recorded about one Kubernetes Job (e.g. the Job controller's FailedCreate
+    when a ResourceQuota, LimitRange or webhook refuses its pods), oldest first."""
+    found = cluster.list_objects(
+        "Event", namespace, field_selector=f"involvedObject.kind=Job,involvedObject.name={job}"
+    )
+    return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
 # --- What doctor reads beside the job ---------------------------------------------------
 
 

@@ -375,6 +375,78 @@ def pending_warning(status: JobStatus, workers: Sequence[Worker], threshold: flo
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Shortfall:
+    """A Job that has fewer live pods than it should run now (`parallelism`, or what is left
+    of its completions): the Job controller could not create the others."""
+
+    job: str
+    want: int
+    have: int
+    failed: int
+    """The Job's failed pods so far: the controller may only be backing off before the next."""
+
+
+def missing_pods(jobs: Sequence[Obj], pods: Sequence[Obj]) -> tuple[Shortfall, ...]:
+    """The Jobs, neither finished nor suspended, with fewer live pods than they should run.
+
+    Such workers never get a pod at all, so they are never Pending: a ResourceQuota, a
+    LimitRange or an admission webhook refused their creation.
+    """
+    live: dict[str, int] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
+            continue
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "Job":
+                live[owner.get("uid", "")] = live.get(owner.get("uid", ""), 0) + 1
+    shortfalls = []
+    for job in jobs:
+        spec, job_status = job.get("spec") or {}, job.get("status") or {}
+        if spec.get("suspend") or _job_finished(job):
+            continue
+        left = int(spec.get("completions") or 1) - int(job_status.get("succeeded") or 0)
+        want = min(int(spec.get("parallelism") or 1), left)
+        have = live.get(job["metadata"].get("uid", ""), 0)
+        if have < want:
+            failed = int(job_status.get("failed") or 0)
+            shortfalls.append(Shortfall(job["metadata"]["name"], want, have, failed))
+    return tuple(shortfalls)
+
+
+def _job_finished(job: Obj) -> bool:
+    conditions = _conditions(job)
+    return any(kind in conditions for kind in (*_FAILED, *_COMPLETE))
+
+
+def creation_blocked_by(job: Obj, events: Sequence[Obj]) -> str | None:
+    """Why the Job controller cannot create a Job's pods, in the server's words: a true
+    condition's message (other than the Job's verdict), else its newest FailedCreate (or
+    other Warning) event, e.g. `pods "..." is forbidden: exceeded quota: ...`."""
+    for kind, condition in _conditions(job).items():
+        if kind not in (*_FAILED, *_COMPLETE, "Suspended") and condition.get("message"):
+            return _first_line(f"{kind}: {condition['message']}", limit=400)
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    created = [e for e in warnings if e.get("reason") == "FailedCreate"] or warnings
+    if not created:
+        return None
+    event = created[-1]
+    return _first_line(f"{event.get('reason')}: {event.get('message')}", limit=400)
+
+
+def missing_warning(shortfall: Shortfall, threshold: float, cause: str | None) -> str:
+    """Why workers without a pod stall all of MWMS, with the server's reason."""
+    why = cause or f"no event says why; kubectl describe job {shortfall.job}"
+    return (
+        f"Job {shortfall.job} has {shortfall.have} of {shortfall.want} worker pods for more "
+        f"than {duration(threshold)}: the others cannot be created ({why}). "
+        "MultiWorkerMirroredStrategy cannot start without all of them: raise the quota or "
+        "limits, or ask for fewer workers/resources"
+    )
+
+
 def failure_message(status: JobStatus) -> str:
     """Why the job failed: its condition and the worker(s) that failed for good."""
     failed = [w for w in status.workers if w.phase == "Failed"]

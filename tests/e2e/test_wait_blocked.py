@@ -1,0 +1,56 @@
+"""`tflaunch wait` on the real API server when workers never get a pod: a ResourceQuota
+refuses their creation (the Job controller records FailedCreate events, no pod is Pending),
+and `wait` says so with the server's own message instead of waiting in silence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+
+pytestmark = pytest.mark.e2e
+
+
+def _quota(namespace: str, pods: int) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "few-pods", "namespace": namespace},
+        "spec": {"hard": {"pods": str(pods)}},
+    }
+
+
+def test_wait_warns_when_a_quota_keeps_workers_from_being_created(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    cp.apply(_quota(namespace, 1), namespace)
+    eventually(
+        lambda: cp.get("resourcequota", "few-pods", "-n", namespace).get("status", {}).get("hard"),
+        what="the quota controller to count the namespace",
+    )
+    spec = write_spec(tmp_path / "job.yaml", "quota", namespace, hooks=pod_hooks(run_for="forever"))
+    run = cp.tflaunch(
+        "submit", str(spec), "--wait", "--timeout", "15", "--pending-warning", "2", timeout=90
+    )
+    assert run.code == 4, run  # a timeout: the job keeps waiting for its second worker
+    warnings = [line for line in run.err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, run
+    assert "1 of 2" in warnings[0], run
+    assert "exceeded quota: few-pods" in warnings[0], run
+
+
+def test_wait_does_not_warn_about_a_suspended_job(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    spec = write_spec(
+        tmp_path / "job.yaml", "held", namespace, suspend=True, hooks=pod_hooks(run_for="forever")
+    )
+    run = cp.tflaunch(
+        "submit", str(spec), "--wait", "--timeout", "6", "--pending-warning", "1", timeout=60
+    )
+    assert run.code == 4, run
+    assert "warning:" not in run.err, run
