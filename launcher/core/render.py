@@ -9,6 +9,7 @@ parsed back and checked for apiVersion/kind/metadata.name.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import yaml
 
 from launcher.core import contract, labels, names, tfconfig, workload
 from launcher.core.errors import RenderError
-from launcher.core.spec import MultiWorkerJob
+from launcher.core.spec import MultiWorkerJob, Toleration
 
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"
@@ -28,7 +29,17 @@ K8sObject = dict[str, Any]
 
 # libyaml's C loader/dumper when PyYAML has it: same output, ~10x faster on large renders.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _YAML_DUMPER(_BASE_DUMPER):  # type: ignore[misc,valid-type]
+    """Quotes y/Y/n/N too: kubectl's YAML 1.1 parser reads them as booleans (a label `y`
+    would fail to decode), while PyYAML writes them bare."""
+
+
+_YAML_DUMPER.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN")
+)
 
 
 def _environment() -> jinja2.Environment:
@@ -41,8 +52,22 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     # JSON is valid YAML flow syntax: every scalar, list and mapping goes in quoted and escaped.
-    env.filters["json"] = lambda value: json.dumps(_plain(value))
+    env.filters["json"] = _yaml_json
     return env
+
+
+_SURROGATE_PAIR = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _yaml_json(value: Any) -> str:
+    """JSON that YAML reads back: a character beyond the BMP, which JSON writes as a UTF-16
+    surrogate pair (YAML refuses those), becomes YAML's own `\\UXXXXXXXX` escape."""
+    return _SURROGATE_PAIR.sub(_astral_escape, json.dumps(_plain(value)))
+
+
+def _astral_escape(match: re.Match[str]) -> str:
+    high, low = int(match.group(1), 16), int(match.group(2), 16)
+    return f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
 
 
 _ENV = _environment()
@@ -88,6 +113,7 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "config_error_exit_code": contract.EXIT_CONFIG_ERROR,
         "run_as_user": contract.TRAINER_UID,
         "image_pull_secrets": [{"name": s} for s in spec.image_pull_secrets],
+        "tolerations": [_toleration(t) for t in spec.tolerations],
         "resources": _resources(job),
         "trainer_args": workload.trainer_args(job, *workload.pod_paths(job)),
     }
@@ -128,6 +154,18 @@ def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
         "env": env,
         "backoff_limit": backoff_limit,
     }
+
+
+def _toleration(toleration: Toleration) -> dict[str, Any]:
+    """A core/v1 Toleration with only the fields that were set."""
+    fields = {
+        "key": toleration.key,
+        "operator": toleration.operator,
+        "value": toleration.value,
+        "effect": toleration.effect,
+        "tolerationSeconds": toleration.toleration_seconds,
+    }
+    return {k: v for k, v in fields.items() if v not in ("", None)}
 
 
 def _resources(job: MultiWorkerJob) -> dict[str, dict[str, Any]]:

@@ -21,9 +21,30 @@ def latest_kubernetes_version() -> str:
     return str(kubernetes_validate.latest_version())
 
 
+def supported_versions() -> list[str]:
+    """The Kubernetes minor versions whose schemas kubernetes-validate ships, oldest first."""
+    kubernetes_validate = _import()
+    minors = {
+        kubernetes_validate.utils.major_minor(v) for v in kubernetes_validate.utils.all_versions()
+    }
+    return sorted(minors, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
+def check_version(kubernetes_version: str) -> None:
+    """Refuse a version without schemas in one line that lists the supported ones."""
+    supported = supported_versions()
+    minor = _import().utils.major_minor(kubernetes_version)
+    if minor not in supported:
+        raise SpecError(
+            "--kubernetes-version",
+            f"no schemas for Kubernetes {kubernetes_version}; supported: {', '.join(supported)}",
+        )
+
+
 def validate_objects(objects: Iterable[dict[str, Any]], kubernetes_version: str) -> None:
     """Validate every object strictly (unknown fields are errors); raise on the first failure."""
     kubernetes_validate = _import()
+    check_version(kubernetes_version)
     for obj in objects:
         where = f"{obj['kind']}/{obj['metadata']['name']}"
         try:
@@ -50,3 +71,33 @@ def _import() -> Any:
             "(or pass --no-schema)"
         ) from None
     return kubernetes_validate
+
+
+AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+
+
+def check_affinity(affinity: dict[str, Any]) -> None:
+    """spec.affinity against the upstream core/v1 Affinity schema (when kubernetes-validate
+    is installed; otherwise only its top-level keys), so render never passes on a bad one."""
+    for key, value in affinity.items():
+        if key not in AFFINITY_KINDS:
+            raise SpecError(
+                f"spec.affinity.{key}", f"unknown key; known: {', '.join(AFFINITY_KINDS)}"
+            )
+        if not isinstance(value, dict):
+            raise SpecError(f"spec.affinity.{key}", "expected a mapping")
+    try:
+        kubernetes_validate = _import()
+    except SchemaUnavailable:
+        return
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "affinity"},
+        "spec": {"containers": [{"name": "trainer"}], "affinity": affinity},
+    }
+    try:
+        kubernetes_validate.validate(pod, latest_kubernetes_version(), strict=True)
+    except kubernetes_validate.ValidationError as error:
+        path = ".".join(str(p) for p in error.path) or "spec.affinity"
+        raise SpecError(path, error.message) from None

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from launcher.core import contract, labels, typed
+from launcher.core import labels, limits, schemas, typed, yamldoc
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
 
@@ -113,6 +113,21 @@ class Checkpoint:
     mount_path: str = _field("mountPath", "Mount path in the trainer container.", "/checkpoints")
 
 
+@dataclasses.dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (core/v1 Toleration), e.g. for GPU node taints."""
+
+    key: str = _field("key", "Taint key; empty with operator Exists tolerates every taint.", "")
+    operator: Literal["Exists", "Equal"] = _field("operator", "Exists or Equal.", "Equal")
+    value: str = _field("value", "Taint value (operator Equal).", "")
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = _field(
+        "effect", "Taint effect to tolerate; empty: all effects.", ""
+    )
+    toleration_seconds: int | None = _field(
+        "tolerationSeconds", "How long to stay bound to a NoExecute-tainted node.", None
+    )
+
+
 Layout = Literal["indexed", "per-worker"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 
@@ -141,9 +156,14 @@ class JobSpec:
         "indexed",
     )
     trainer: TrainerArgs = _field("trainer", "Trainer arguments.", factory=TrainerArgs)
-    env: dict[str, str] = _field("env", "Extra environment variables of the trainer.", factory=dict)
+    env: dict[str, str] = _field(
+        "env",
+        "Extra environment variables of the trainer; TFLAUNCH_LOG_LEVEL=debug shows "
+        "TensorFlow's own log lines.",
+        factory=dict,
+    )
     node_selector: dict[str, str] = _field("nodeSelector", "Pod nodeSelector.", factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = _field(
+    tolerations: tuple[Toleration, ...] = _field(
         "tolerations", "Pod tolerations (e.g. for GPU node taints).", factory=tuple
     )
     affinity: dict[str, Any] = _field("affinity", "Pod affinity.", factory=dict)
@@ -230,21 +250,11 @@ def read_document(path: str | None) -> dict[str, Any]:
     if path is None:
         return default_document()
     where = "stdin" if path == "-" else path
+    text = _decode(_read_bytes(path, where), where)
     try:
-        if path == "-":
-            import sys
-
-            text = sys.stdin.read()
-        else:
-            text = Path(path).read_text()
-    except OSError as error:
-        raise SpecError(
-            "SPEC",
-            f"cannot read {where}: {error.strerror or error}; pass an existing spec file "
-            "(e.g. examples/mnist.yaml), or none for the embedded default",
-        ) from None
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = [d for d in yamldoc.load_all(text) if d is not None]
+    except SpecError as error:
+        raise SpecError(error.field, f"{where}: {error.message}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -261,14 +271,41 @@ def read_document(path: str | None) -> dict[str, Any]:
     return documents[0]
 
 
+def _read_bytes(path: str, where: str) -> bytes:
+    try:
+        if path == "-":
+            import sys
+
+            return sys.stdin.buffer.read()
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise SpecError(
+            "SPEC",
+            f"cannot read {where}: {error.strerror or error}; pass an existing spec file "
+            "(e.g. examples/mnist.yaml), or none for the embedded default",
+        ) from None
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SpecError(
+            "SPEC",
+            f"{where} is not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}"
+            " cannot be decoded; save the file as UTF-8",
+        ) from None
+
+
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """`spec.trainer.epochs=5` -> ("spec.trainer.epochs", 5); the value is read as YAML."""
+    """`spec.trainer.epochs=5` -> ("spec.trainer.epochs", 5); the value is read as YAML, and
+    a number keeps its text for a string field (`spec.env.V=1.10` sets "1.10")."""
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise SpecError("--set", f"expected KEY=VALUE (e.g. spec.workers=4), got {text!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = yamldoc.load_value(raw) if raw.strip() else ""
+    except (yaml.YAMLError, SpecError):
         value = raw
     return key.strip(), value
 
@@ -315,8 +352,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
 
-RESERVED_ENV = frozenset({contract.ENV_TF_CONFIG, contract.ENV_WORKER_INDEX})
-
 
 def longest_generated_name(name: str, workers: int) -> str:
     """The longest object/host name a job produces: the last worker's pod hostname."""
@@ -341,8 +376,7 @@ def validate(job: MultiWorkerJob) -> None:
     if spec.workers > 10_000:
         raise SpecError("spec.workers", f"{spec.workers} is more than the 10000 supported")
     _at_least("spec.gpusPerWorker", spec.gpus_per_worker, 0)
-    if not 1 <= spec.port <= 65535:
-        raise SpecError("spec.port", f"must be between 1 and 65535, got {spec.port}")
+    limits.check_int32(job)
     if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
         raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
     _validate_trainer(job)
@@ -351,19 +385,17 @@ def validate(job: MultiWorkerJob) -> None:
         where = f"spec.env.{name}"
         if not _ENV_NAME.match(name):
             raise SpecError(where, "is not a valid environment variable name")
-        if name in RESERVED_ENV:
-            raise SpecError(where, "is set by tflaunch for every worker; remove it")
     for key in ("labels", "annotations", "node_selector"):
         _validate_label_keys(f"spec.{_key_of(JobSpec, key)}", getattr(spec, key))
     for key in spec.labels:
         if key in labels.RESERVED:
             raise SpecError(f"spec.labels.{key}", "is set by tflaunch; choose another key")
     for key, value in spec.labels.items():
-        if len(value) > 63 or not _LABEL_NAME.match(value):
-            raise SpecError(f"spec.labels.{key}", f"{value!r} is not a valid label value")
+        _validate_label_value(f"spec.labels.{key}", value)
     for i, toleration in enumerate(spec.tolerations):
-        if not isinstance(toleration, Mapping):
-            raise SpecError(f"spec.tolerations[{i}]", "must be a mapping (key, operator, effect)")
+        if toleration.key:
+            _validate_label_keys(f"spec.tolerations[{i}].key", {toleration.key: ""})
+        _validate_label_value(f"spec.tolerations[{i}].value", toleration.value)
     for field_key in ("priority_class_name", "service_account_name", "scheduler_name"):
         value = getattr(spec, field_key)
         if value is not None and not _DNS_1123_SUBDOMAIN.match(value):
@@ -382,6 +414,9 @@ def validate(job: MultiWorkerJob) -> None:
         _at_least("spec.activeDeadlineSeconds", spec.active_deadline_seconds, 1)
     if spec.ttl_seconds_after_finished is not None:
         _at_least("spec.ttlSecondsAfterFinished", spec.ttl_seconds_after_finished, 0)
+    limits.check(job)
+    if spec.affinity:
+        schemas.check_affinity(spec.affinity)
 
 
 def _validate_metadata(job: MultiWorkerJob) -> None:
@@ -455,6 +490,11 @@ def _validate_label_keys(where: str, mapping: Mapping[str, str]) -> None:
             or (prefix and not _DNS_1123_SUBDOMAIN.match(prefix))
         ):
             raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
+
+
+def _validate_label_value(where: str, value: str) -> None:
+    if len(value) > 63 or not _LABEL_NAME.match(value):
+        raise SpecError(where, f"{value!r} is not a valid label value")
 
 
 def _at_least(where: str, value: int, minimum: int) -> None:

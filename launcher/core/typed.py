@@ -71,15 +71,13 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(where, f"expected an integer, got {_describe(value)}")
-        return value
+        return int(value)
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SpecError(where, f"expected a number, got {_describe(value)}")
         return float(value)
     if hint is str:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise SpecError(where, f"expected a string, got {_describe(value)}")
-        return str(value)
+        return _string(value, where)
     if origin is tuple:
         if not isinstance(value, list):
             raise SpecError(where, f"expected a list, got {_describe(value)}")
@@ -89,8 +87,32 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             raise SpecError(where, f"expected a mapping, got {_describe(value)}")
         return {str(k): _convert(args[1], v, _join(where, str(k))) for k, v in value.items()}
     if hint is Any:
-        return value
+        return _plain(value)
     raise TypeError(f"unsupported spec type {hint!r}")  # a bug in this module, not input
+
+
+def _string(value: Any, where: str) -> str:
+    """A string field takes a number as it was written (`3.10` stays "3.10", not "3.1")."""
+    if isinstance(value, bool):
+        raise SpecError(where, f"expected a string, got {_describe(value)}; quote it")
+    if not isinstance(value, str | int | float):
+        raise SpecError(where, f"expected a string, got {_describe(value)}")
+    return str(getattr(value, "source", value))
+
+
+def _plain(value: Any) -> Any:
+    """Untyped data (affinity) as plain JSON types: numbers lose their source text."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return value
 
 
 def _join(path: str, key: str) -> str:

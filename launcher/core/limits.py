@@ -1,0 +1,227 @@
+"""Limits the API server or the kernel enforce, checked before anything renders.
+
+Each rule here stands for a refusal that would otherwise come late and confusing: the API
+server's (int32 fields, a request above its limit, reserved keys, two mounts at one path,
+env names the launcher sets), the kernel's (one environment string over 128 KiB: "Argument
+list too long" when the container starts) or the worker's own (a non-root process cannot
+bind a port below 1024). `spec.validate` calls `check(job)`; each failure is a SpecError
+naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
+
+from launcher.core import contract, names
+from launcher.core.errors import SpecError
+
+if TYPE_CHECKING:
+    from launcher.core.spec import JobSpec, MultiWorkerJob, Toleration
+
+INT32_MAX = 2**31 - 1
+MAX_ARG_STRLEN = 128 * 1024
+"""The kernel's limit on one argv or environment string ("NAME=value" and its NUL byte)."""
+MAX_PER_WORKER = 500
+"""The per-worker layout renders N Jobs, each with N addresses: its size grows with N²."""
+MIN_PORT = 1024
+"""The trainer runs as UID 10001, which cannot bind privileged ports."""
+TMP_MOUNT = "/tmp"
+"""Every worker mounts an emptyDir here (HOME; the root filesystem is read-only)."""
+
+ENV_SET_BY: dict[str, str] = {
+    "HOME": "set by tflaunch to /tmp (the root filesystem is read-only)",
+    contract.ENV_TF_CONFIG: (
+        "set by tflaunch from metadata.name, metadata.namespace, spec.workers, spec.port "
+        "and spec.clusterDomain"
+    ),
+    contract.ENV_WORKER_INDEX: "set by tflaunch from each pod's completion index",
+    contract.ENV_LEGACY_KERAS: "always 1, set by tflaunch: MWMS needs tf-keras",
+    contract.ENV_DATA: "set it with spec.trainer.dataPath",
+    contract.ENV_RESTARTS: "set by tflaunch to the number of group restarts so far",
+}
+"""Environment variables the launcher sets, and which field (or what) sets each."""
+ENV_PREFIX = "TFLAUNCH_"
+ENV_ALLOWED = frozenset({contract.ENV_LOG_LEVEL})
+"""TFLAUNCH_* names a user may set: TFLAUNCH_LOG_LEVEL=debug shows TensorFlow's own logs."""
+
+RESERVED_KEY_DOMAINS = ("kubernetes.io", "k8s.io")
+"""Label and annotation prefixes Kubernetes keeps for itself (and their subdomains)."""
+
+_BINARY: dict[str, Decimal | int] = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+_DECIMAL: dict[str, Decimal | int] = {
+    "m": Decimal("0.001"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+}
+_DECIMAL.update({"P": 10**15, "E": 10**18})
+
+
+def check(job: MultiWorkerJob) -> None:
+    """Every limit rule but `check_int32` (which comes first); raise the first SpecError."""
+    spec = job.spec
+    check_port(spec.port)
+    check_env_names(spec.env)
+    check_requests_within_limits(spec)
+    for field_key, mapping in (("labels", spec.labels), ("annotations", spec.annotations)):
+        check_reserved_keys(f"spec.{field_key}", mapping)
+    check_mount_path(spec.checkpoint.mount_path)
+    for i, toleration in enumerate(spec.tolerations):
+        check_toleration(f"spec.tolerations[{i}]", toleration)
+    check_layout_size(job)
+    check_tf_config_size(job)
+
+
+def check_port(port: int) -> None:
+    if not MIN_PORT <= port <= 65535:
+        raise SpecError(
+            "spec.port",
+            f"must be between {MIN_PORT} and 65535, got {port}: the worker runs as non-root "
+            "and cannot bind a port below 1024 (the default is 2222)",
+        )
+
+
+def check_env_names(env: dict[str, str]) -> None:
+    for name in env:
+        where = f"spec.env.{name}"
+        if name in ENV_SET_BY:
+            raise SpecError(where, f"is {ENV_SET_BY[name]}; remove it")
+        if name.startswith(ENV_PREFIX) and name not in ENV_ALLOWED:
+            allowed = ", ".join(sorted(ENV_ALLOWED))
+            raise SpecError(
+                where,
+                f"the {ENV_PREFIX} prefix is reserved for tflaunch (only {allowed} may be set)",
+            )
+
+
+def check_int32(job: MultiWorkerJob) -> None:
+    """Fields the API server stores as int32."""
+    spec = job.spec
+    multiplier = spec.workers if spec.layout == "indexed" else 1
+    if spec.backoff_limit * multiplier > INT32_MAX:
+        raise SpecError(
+            "spec.backoffLimit",
+            f"{spec.backoff_limit} x {multiplier} workers is the Job's backoffLimit, above "
+            f"{INT32_MAX}; use at most {INT32_MAX // multiplier}",
+        )
+    for where, value in (
+        ("spec.ttlSecondsAfterFinished", spec.ttl_seconds_after_finished),
+        ("spec.activeDeadlineSeconds", spec.active_deadline_seconds),
+        ("spec.gpusPerWorker", spec.gpus_per_worker),
+    ):
+        if value is not None and value > INT32_MAX:
+            raise SpecError(where, f"{value} is above {INT32_MAX}, the largest the API accepts")
+
+
+def quantity(text: str) -> Decimal:
+    """A Kubernetes quantity's value ("500m" -> 0.5, "2Gi" -> 2147483648)."""
+    for suffixes in (_BINARY, _DECIMAL):
+        for suffix, factor in suffixes.items():
+            if text.endswith(suffix):
+                return Decimal(text[: -len(suffix)]) * factor
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        raise ValueError(f"not a quantity: {text!r}") from None
+
+
+def check_requests_within_limits(spec: JobSpec) -> None:
+    requests, limits = spec.resources.requests, spec.resources.limits
+    for unit in ("cpu", "memory"):
+        request, limit = getattr(requests, unit), getattr(limits, unit)
+        if request is not None and limit is not None and quantity(request) > quantity(limit):
+            raise SpecError(
+                f"spec.resources.requests.{unit}",
+                f"{request} is above its limit {limit} (spec.resources.limits.{unit}); "
+                "raise the limit or lower the request",
+            )
+
+
+def check_reserved_keys(where: str, mapping: dict[str, str]) -> None:
+    for key in mapping:
+        prefix = key.rpartition("/")[0].lower()
+        if any(prefix == d or prefix.endswith("." + d) for d in RESERVED_KEY_DOMAINS):
+            raise SpecError(
+                f"{where}.{key}",
+                f"the prefix {prefix}/ is reserved for Kubernetes; use your own domain "
+                "(e.g. example.com/...)",
+            )
+
+
+def check_mount_path(path: str) -> None:
+    if path.rstrip("/") == TMP_MOUNT:
+        raise SpecError(
+            "spec.checkpoint.mountPath",
+            f"{path} is where every worker mounts its scratch volume; choose another path "
+            "(the default is /checkpoints)",
+        )
+
+
+def check_toleration(where: str, toleration: Toleration) -> None:
+    """The API server's rules for one toleration."""
+    if toleration.operator == "Exists" and toleration.value:
+        raise SpecError(f"{where}.value", "must be empty when operator is Exists")
+    if not toleration.key and toleration.operator != "Exists":
+        raise SpecError(f"{where}.operator", "must be Exists when key is empty (all taints)")
+    if toleration.toleration_seconds is not None and toleration.effect != "NoExecute":
+        raise SpecError(f"{where}.tolerationSeconds", "is only allowed with effect NoExecute")
+
+
+def check_layout_size(job: MultiWorkerJob) -> None:
+    if job.spec.layout == "per-worker" and job.spec.workers > MAX_PER_WORKER:
+        raise SpecError(
+            "spec.workers",
+            f"{job.spec.workers} workers is too many for the per-worker layout (one Job per "
+            f"worker, each listing every worker: it grows with N²); use at most "
+            f"{MAX_PER_WORKER}, or layout: indexed (one Job for any number of workers)",
+        )
+
+
+def tf_config_env_bytes(job: MultiWorkerJob, workers: int) -> int:
+    """Bytes of the largest "TF_CONFIG=..." environment string (with its NUL) for `workers`."""
+    address = names.worker_fqdn(job.name, 0, job.namespace, job.spec.cluster_domain)
+    fixed = len(address) - 1 + len(f':{job.spec.port}"",')  # quoted, comma-separated
+    digits = sum(len(str(i)) for i in range(workers))
+    skeleton = '{"cluster":{"worker":[]},"task":{"type":"worker","index":}}'
+    return (
+        len(f"{contract.ENV_TF_CONFIG}=")
+        + len(skeleton)
+        + fixed * workers
+        - 1
+        + digits
+        + len(str(workers - 1))
+        + 1
+    )
+
+
+def largest_fitting_workers(job: MultiWorkerJob) -> int:
+    """The largest worker count whose TF_CONFIG fits in one environment string."""
+    low, high = 0, job.spec.workers
+    while low < high:
+        middle = (low + high + 1) // 2
+        if tf_config_env_bytes(job, middle) <= MAX_ARG_STRLEN:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def check_tf_config_size(job: MultiWorkerJob) -> None:
+    size = tf_config_env_bytes(job, job.spec.workers)
+    if size > MAX_ARG_STRLEN:
+        raise SpecError(
+            "spec.workers",
+            f"TF_CONFIG for {job.spec.workers} workers would be {size} bytes, over the "
+            f"kernel's {MAX_ARG_STRLEN}-byte limit on one environment variable (the "
+            f"container would not start); with this name and namespace use at most "
+            f"{largest_fitting_workers(job)} workers, or shorter names",
+        )

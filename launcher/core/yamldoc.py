@@ -1,0 +1,119 @@
+"""Reading a spec's YAML so that what a user wrote is what renders.
+
+PyYAML's SafeLoader turns `3.10` into the float 3.1, `0x1F` into 31 and `2024-01-31` into a
+date, so a string field (an env value, a label) would render text the user never wrote. This
+loader keeps the source text of every number (`SourceInt`, `SourceFloat`: plain numbers that
+remember how they were written), leaves dates as strings, and `typed` uses the text where the
+field is a string. It also refuses what PyYAML lets through silently: a key written twice
+(the last one wins) and aliases that expand into a huge document (an alias bomb makes
+`json.dumps` run for minutes and gigabytes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from launcher.core.errors import SpecError
+
+MAX_NODES = 20_000
+"""How many YAML nodes a spec may hold once aliases are expanded; a real spec has hundreds."""
+
+
+class SourceInt(int):
+    """An int that remembers the text it was written as."""
+
+    source: str
+
+
+class SourceFloat(float):
+    """A float that remembers the text it was written as."""
+
+    source: str
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps numbers' text, has no timestamps and refuses duplicate keys."""
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> SourceInt:
+    value = SourceInt(yaml.SafeLoader.construct_yaml_int(loader, node))
+    value.source = node.value
+    return value
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> SourceFloat:
+    value = SourceFloat(yaml.SafeLoader.construct_yaml_float(loader, node))
+    value.source = node.value
+    return value
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+            continue
+        key = key_node.value
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise SpecError("", f"key {key!r} is written twice (line {line}); keep one")
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node)
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_all(text: str) -> list[Any]:
+    """Every document in `text`; raises yaml.YAMLError on bad syntax, SpecError on a bomb."""
+    loader = _Loader(text)
+    try:
+        documents = []
+        while loader.check_node():
+            node = loader.get_node()
+            assert node is not None  # check_node() said there is one
+            _check_size(node)
+            documents.append(loader.construct_document(node))
+        return documents
+    finally:
+        loader.dispose()
+
+
+def load_value(text: str) -> Any:
+    """One value, as `--set` reads it (numbers keep their text, so string fields get it)."""
+    documents = load_all(text)
+    return documents[0] if documents else None
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Count the nodes of the document as if every alias were expanded, each node once."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a cycle counts once; constructing it is bounded anyway
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        sizes[id(node)] = min(total, MAX_NODES + 1)
+        return sizes[id(node)]
+
+    if size(root) > MAX_NODES:
+        raise SpecError(
+            "",
+            f"the document expands to more than {MAX_NODES} YAML nodes once its aliases "
+            "(*name) are expanded; write the values out instead of nesting aliases",
+        )
