@@ -28,6 +28,8 @@ MIN_PORT = 1024
 """The trainer runs as UID 10001, which cannot bind privileged ports."""
 TMP_MOUNT = "/tmp"
 """Every worker mounts an emptyDir here (HOME; the root filesystem is read-only)."""
+SHM_MOUNT = "/dev/shm"
+"""GPU workers mount a memory-backed emptyDir here (the runtime's default is 64 MiB)."""
 
 ENV_SET_BY: dict[str, str] = {
     "HOME": "set by tflaunch to /tmp (the root filesystem is read-only)",
@@ -75,6 +77,7 @@ def check(job: MultiWorkerJob) -> None:
     for field_key, mapping in (("labels", spec.labels), ("annotations", spec.annotations)):
         check_reserved_keys(f"spec.{field_key}", mapping)
     check_mount_path(spec.checkpoint.mount_path)
+    check_shm_size(spec)
     for i, toleration in enumerate(spec.tolerations):
         check_toleration(f"spec.tolerations[{i}]", toleration)
     check_layout_size(job)
@@ -158,11 +161,23 @@ def check_reserved_keys(where: str, mapping: dict[str, str]) -> None:
 
 
 def check_mount_path(path: str) -> None:
-    if path.rstrip("/") == TMP_MOUNT:
+    for taken, what in ((TMP_MOUNT, "its scratch volume"), (SHM_MOUNT, "its shared memory")):
+        if path.rstrip("/") == taken:
+            raise SpecError(
+                "spec.checkpoint.mountPath",
+                f"{path} is where every worker mounts {what}; choose another path "
+                "(the default is /checkpoints)",
+            )
+
+
+def check_shm_size(spec: JobSpec) -> None:
+    """/dev/shm is memory: it must fit under the memory limit (GPU workers only mount it)."""
+    limit = spec.resources.limits.memory
+    if spec.gpus_per_worker and limit is not None and quantity(spec.shm_size) > quantity(limit):
         raise SpecError(
-            "spec.checkpoint.mountPath",
-            f"{path} is where every worker mounts its scratch volume; choose another path "
-            "(the default is /checkpoints)",
+            "spec.shmSize",
+            f"{spec.shm_size} of /dev/shm counts against the memory limit {limit} "
+            "(spec.resources.limits.memory); lower it or raise the limit",
         )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from launcher.core import contract, labels, names, tfconfig, workload
+from launcher.core import contract, labels, limits, names, tfconfig, workload
 from launcher.core.errors import RenderError
 from launcher.core.spec import MultiWorkerJob, Toleration
 
@@ -114,6 +114,9 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "run_as_user": contract.TRAINER_UID,
         "image_pull_secrets": [{"name": s} for s in spec.image_pull_secrets],
         "tolerations": [_toleration(t) for t in spec.tolerations],
+        "shm": {"medium": "Memory", "sizeLimit": spec.shm_size} if spec.gpus_per_worker else None,
+        "shm_path": limits.SHM_MOUNT,
+        "peer_ports": _peer_ports(job),
         "resources": _resources(job),
         "trainer_args": workload.trainer_args(job, *workload.pod_paths(job)),
     }
@@ -154,6 +157,14 @@ def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
         "env": env,
         "backoff_limit": backoff_limit,
     }
+
+
+def _peer_ports(job: MultiWorkerJob) -> list[dict[str, Any]]:
+    """What a job's workers may reach on each other: the gRPC port, or with GPUs every TCP
+    port (NCCL sets up its collectives on ports of its own choosing)."""
+    if job.spec.gpus_per_worker:
+        return [{"protocol": "TCP"}]
+    return [{"protocol": "TCP", "port": job.spec.port}]
 
 
 def _toleration(toleration: Toleration) -> dict[str, Any]:

@@ -145,6 +145,12 @@ class JobSpec:
         "gpusPerWorker", "nvidia.com/gpu limit of each worker; 0 for CPU.", 0
     )
     resources: Resources = _field("resources", "CPU/memory of each worker.", factory=Resources)
+    shm_size: str = _field(
+        "shmSize",
+        "Size of the memory-backed /dev/shm of GPU workers (NCCL's shared-memory transport, "
+        "tf.data); it counts against the memory limit.",
+        "1Gi",
+    )
     port: int = _field("port", "TensorFlow gRPC port of each worker.", 2222)
     cluster_domain: str = _field(
         "clusterDomain", "The cluster's DNS domain, used in TF_CONFIG host names.", "cluster.local"
@@ -201,7 +207,10 @@ class JobSpec:
     )
     suspend: bool = _field("suspend", "Create the job suspended (e.g. for Kueue).", False)
     network_policy: bool = _field(
-        "networkPolicy", "Render a NetworkPolicy admitting only this job's pods to the port.", True
+        "networkPolicy",
+        "Render a NetworkPolicy admitting only this job's own workers: to the port, or to "
+        "every TCP port when GPUs are used (NCCL connects on ports of its own).",
+        True,
     )
 
 
@@ -380,7 +389,7 @@ def validate(job: MultiWorkerJob) -> None:
     if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
         raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
     _validate_trainer(job)
-    _validate_resources(spec.resources)
+    _validate_resources(spec.resources, spec.shm_size)
     for name in spec.env:
         where = f"spec.env.{name}"
         if not _ENV_NAME.match(name):
@@ -469,7 +478,9 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
         _at_least("spec.trainer.collectiveTimeoutSeconds", trainer.collective_timeout_seconds, 1)
 
 
-def _validate_resources(resources_: Resources) -> None:
+def _validate_resources(resources_: Resources, shm_size: str) -> None:
+    if not _QUANTITY.match(shm_size):
+        raise SpecError("spec.shmSize", f"{shm_size!r} is not a Kubernetes quantity (e.g. 1Gi)")
     for kind in ("requests", "limits"):
         for unit in ("cpu", "memory"):
             value = getattr(getattr(resources_, kind), unit)

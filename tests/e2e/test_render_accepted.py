@@ -68,6 +68,23 @@ tolerations = st.lists(
     max_size=2,
 )
 
+affinity = st.one_of(
+    st.just({}),
+    st.builds(
+        lambda key, values: {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+                    ]
+                }
+            }
+        },
+        keys,
+        st.lists(label_names, min_size=1, max_size=2),
+    ),
+)
+
 
 def _spec() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
@@ -89,6 +106,8 @@ def _spec() -> st.SearchStrategy[dict[str, Any]]:
                 },
             ),
             "tolerations": tolerations,
+            "affinity": affinity,
+            "shmSize": st.sampled_from(["64Mi", "1Gi", "3.5Gi", "16Gi"]),
             "backoffLimit": int32_edge,
             "activeDeadlineSeconds": st.one_of(st.none(), int32_edge),
             "ttlSecondsAfterFinished": st.one_of(st.none(), int32_edge),

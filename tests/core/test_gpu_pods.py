@@ -1,0 +1,67 @@
+"""GPU workers: NCCL's connections between pods and its shared memory (issue 11, items 1-2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.core import render
+from launcher.core.errors import SpecError
+from launcher.core.spec import load_job
+
+EXAMPLE = "examples/mnist.yaml"
+GPU = [("spec.gpusPerWorker", 2), ("spec.trainer.globalBatchSize", 256)]
+
+
+def _objects(overrides):
+    return {o["kind"]: o for o in render.render(load_job(EXAMPLE, overrides))}
+
+
+def _pod_spec(overrides):
+    return _objects(overrides)["Job"]["spec"]["template"]["spec"]
+
+
+def test_gpu_workers_admit_all_tcp_between_the_jobs_own_workers():
+    policy = _objects(GPU)["NetworkPolicy"]["spec"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP"}]  # every TCP port: NCCL picks its own
+    (peer,) = rule["from"]
+    assert peer == {"podSelector": {"matchLabels": policy["podSelector"]["matchLabels"]}}
+
+
+def test_cpu_workers_keep_the_policy_on_the_grpc_port():
+    (rule,) = _objects([])["NetworkPolicy"]["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 2222}]
+
+
+def test_gpu_workers_get_a_memory_backed_dev_shm():
+    pod = _pod_spec(GPU)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["dshm"] == "/dev/shm"
+
+
+def test_the_shm_size_is_configurable():
+    pod = _pod_spec([*GPU, ("spec.shmSize", "2Gi")])
+    (dshm,) = [v for v in pod["volumes"] if v["name"] == "dshm"]
+    assert dshm["emptyDir"]["sizeLimit"] == "2Gi"
+
+
+def test_cpu_workers_have_the_default_dev_shm():
+    names = [v["name"] for v in _pod_spec([])["volumes"]]
+    assert "dshm" not in names
+
+
+@pytest.mark.parametrize(
+    "overrides, field, hint",
+    [
+        ([("spec.shmSize", "lots")], "spec.shmSize", "quantity"),
+        ([("spec.shmSize", "8Gi")], "spec.shmSize", "memory limit"),
+        ([("spec.checkpoint.mountPath", "/dev/shm")], "spec.checkpoint.mountPath", "/dev/shm"),
+    ],
+)
+def test_a_bad_shm_size_is_refused(overrides, field, hint):
+    with pytest.raises(SpecError) as caught:
+        load_job(EXAMPLE, [*GPU, *overrides])
+    assert caught.value.field == field
+    assert hint in str(caught.value)
