@@ -32,14 +32,15 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _YAML_DUMPER(_BASE_DUMPER):  # type: ignore[misc,valid-type]
+class _KubectlSafeDumper(_BASE_DUMPER):  # type: ignore[misc,valid-type]
     """Quotes y/Y/n/N too: kubectl's YAML 1.1 parser reads them as booleans (a label `y`
     would fail to decode), while PyYAML writes them bare."""
 
 
-_YAML_DUMPER.add_implicit_resolver(
+_KubectlSafeDumper.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN")
 )
+_YAML_DUMPER = _KubectlSafeDumper
 
 
 def _environment() -> jinja2.Environment:
@@ -56,7 +57,8 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-_SURROGATE_PAIR = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+_SURROGATE_PAIR = re.compile(r"(?<!\\)((?:\\\\)*)\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+"""A \\uD8xx\\uDCxx escape, not preceded by an odd number of backslashes (a literal one)."""
 
 
 def _yaml_json(value: Any) -> str:
@@ -66,8 +68,8 @@ def _yaml_json(value: Any) -> str:
 
 
 def _astral_escape(match: re.Match[str]) -> str:
-    high, low = int(match.group(1), 16), int(match.group(2), 16)
-    return f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
+    high, low = int(match.group(2), 16), int(match.group(3), 16)
+    return f"{match.group(1)}\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
 
 
 _ENV = _environment()

@@ -82,6 +82,15 @@ def yaml_1_1_reader(text):
     return list(yaml.load_all(text, Loader=Loader))
 
 
+@pytest.mark.parametrize("text", ["\U0001f600 ok", "a\\\U0001f600", "\\ud83d\\ude00", "\\\\ud83d"])
+def test_any_unicode_text_renders_back_as_written(text):
+    import yaml
+
+    job = load_job(EXAMPLE, [("spec.annotations", {"note": text})])
+    for obj in yaml.safe_load_all(render.to_yaml(render.render(job))):
+        assert obj["metadata"]["annotations"]["note"] == text
+
+
 def test_a_date_like_string_stays_a_string(tmp_path):
     job = load_job(_spec_file(tmp_path, "  env: {DAY: 2024-01-31}\n"))
     assert job.spec.env["DAY"] == "2024-01-31"
