@@ -19,7 +19,7 @@ import yaml
 
 from launcher.core import contract, labels, limits, names, tfconfig, workload
 from launcher.core.errors import RenderError
-from launcher.core.spec import MultiWorkerJob, Toleration
+from launcher.core.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"
@@ -119,6 +119,7 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "shm": {"medium": "Memory", "sizeLimit": spec.shm_size} if spec.gpus_per_worker else None,
         "shm_path": limits.SHM_MOUNT,
         "peer_ports": _peer_ports(job),
+        "egress_blocks": _egress_blocks(job),
         "resources": _resources(job),
         "trainer_args": workload.trainer_args(job, *workload.pod_paths(job)),
     }
@@ -167,6 +168,16 @@ def _peer_ports(job: MultiWorkerJob) -> list[dict[str, Any]]:
     if job.spec.gpus_per_worker:
         return [{"protocol": "TCP"}]
     return [{"protocol": "TCP", "port": job.spec.port}]
+
+
+def _egress_blocks(job: MultiWorkerJob) -> list[dict[str, Any]] | None:
+    """Everywhere but the cloud metadata address, when asked; None: egress unrestricted."""
+    if not job.spec.deny_metadata_egress:
+        return None
+    return [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": [f"{METADATA_ADDRESS}/32"]}},
+        {"ipBlock": {"cidr": "::/0"}},
+    ]
 
 
 def _toleration(toleration: Toleration) -> dict[str, Any]:

@@ -28,6 +28,9 @@ from launcher.core.names import worker_hostname
 API_VERSION = "tflaunch.dev/v1alpha1"
 KIND = "MultiWorkerJob"
 
+METADATA_ADDRESS = "169.254.169.254"
+"""The cloud metadata service (instance credentials on AWS, GCP, Azure)."""
+
 MAX_NAME_LENGTH = 63
 """Every generated object name and pod hostname must fit a DNS-1123/1035 label."""
 
@@ -211,6 +214,12 @@ class JobSpec:
         "Render a NetworkPolicy admitting only this job's own workers: to the port, or to "
         "every TCP port when GPUs are used (NCCL connects on ports of its own).",
         True,
+    )
+    deny_metadata_egress: bool = _field(
+        "denyMetadataEgress",
+        "The NetworkPolicy also denies the workers' egress to the cloud metadata address "
+        f"{METADATA_ADDRESS} (instance credentials); needs networkPolicy.",
+        False,
     )
 
 
@@ -424,6 +433,10 @@ def validate(job: MultiWorkerJob) -> None:
     if spec.ttl_seconds_after_finished is not None:
         _at_least("spec.ttlSecondsAfterFinished", spec.ttl_seconds_after_finished, 0)
     limits.check(job)
+    if spec.deny_metadata_egress and not spec.network_policy:
+        raise SpecError(
+            "spec.denyMetadataEgress", "needs spec.networkPolicy: true (it is a NetworkPolicy rule)"
+        )
     if spec.affinity:
         schemas.check_affinity(spec.affinity)
 

@@ -65,3 +65,24 @@ def test_a_bad_shm_size_is_refused(overrides, field, hint):
         load_job(EXAMPLE, [*GPU, *overrides])
     assert caught.value.field == field
     assert hint in str(caught.value)
+
+
+def test_egress_to_the_cloud_metadata_address_can_be_denied():
+    policy = _objects([("spec.denyMetadataEgress", True)])["NetworkPolicy"]["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (rule,) = policy["egress"]
+    blocks = [peer["ipBlock"] for peer in rule["to"]]
+    assert {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]} in blocks
+    assert {"cidr": "::/0"} in blocks
+
+
+def test_egress_is_not_restricted_by_default():
+    policy = _objects([])["NetworkPolicy"]["spec"]
+    assert policy["policyTypes"] == ["Ingress"] and "egress" not in policy
+
+
+def test_denying_metadata_egress_needs_the_network_policy():
+    with pytest.raises(SpecError) as caught:
+        load_job(EXAMPLE, [("spec.denyMetadataEgress", True), ("spec.networkPolicy", False)])
+    assert caught.value.field == "spec.denyMetadataEgress"
+    assert "needs spec.networkPolicy" in str(caught.value)

@@ -113,6 +113,7 @@ def _spec() -> st.SearchStrategy[dict[str, Any]]:
             "ttlSecondsAfterFinished": st.one_of(st.none(), int32_edge),
             "suspend": st.just(True),
             "networkPolicy": st.booleans(),
+            "denyMetadataEgress": st.booleans(),
             "checkpoint": st.fixed_dictionaries(
                 {"mountPath": st.sampled_from(["/checkpoints", "/tmp", "/ckpt/", "/tmp/"])}
             ),
