@@ -15,15 +15,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from launcher.core import labels, limits, schemas, typed, yamldoc
+from launcher.core import labels, limits, schemas, typed
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
+from launcher.core.yamldoc import default_document as default_document
+from launcher.core.yamldoc import parse_assignment as parse_assignment
+from launcher.core.yamldoc import read_document
 
 API_VERSION = "tflaunch.dev/v1alpha1"
 KIND = "MultiWorkerJob"
@@ -253,79 +252,6 @@ class MultiWorkerJob:
 
 
 # --- Loading: YAML -> plain data -> overrides -> typed model -> validation -------------------
-
-
-def default_document() -> dict[str, Any]:
-    """The embedded default job (the same as examples/mnist.yaml)."""
-    text = resources.files("launcher.core").joinpath("default_job.yaml").read_text()
-    document = yaml.safe_load(text)
-    assert isinstance(document, dict)
-    return document
-
-
-def read_document(path: str | None) -> dict[str, Any]:
-    """Read a spec file (`-` for stdin, None for the embedded default) into plain data."""
-    if path is None:
-        return default_document()
-    where = "stdin" if path == "-" else path
-    text = _decode(_read_bytes(path, where), where)
-    try:
-        documents = [d for d in yamldoc.load_all(text) if d is not None]
-    except SpecError as error:
-        raise SpecError(error.field, f"{where}: {error.message}") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or "invalid YAML"
-        raise SpecError("", f"{where}: malformed YAML{at}: {problem}") from None
-    if len(documents) != 1 or not isinstance(documents[0], dict):
-        raise SpecError(
-            "",
-            f"{where}: expected one YAML mapping (a MultiWorkerJob), found {len(documents)}"
-            " documents"
-            if len(documents) != 1
-            else f"{where}: expected a YAML mapping",
-        )
-    return documents[0]
-
-
-def _read_bytes(path: str, where: str) -> bytes:
-    try:
-        if path == "-":
-            import sys
-
-            return sys.stdin.buffer.read()
-        return Path(path).read_bytes()
-    except OSError as error:
-        raise SpecError(
-            "SPEC",
-            f"cannot read {where}: {error.strerror or error}; pass an existing spec file "
-            "(e.g. examples/mnist.yaml), or none for the embedded default",
-        ) from None
-
-
-def _decode(data: bytes, where: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise SpecError(
-            "SPEC",
-            f"{where} is not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}"
-            " cannot be decoded; save the file as UTF-8",
-        ) from None
-
-
-def parse_assignment(text: str) -> tuple[str, Any]:
-    """`spec.trainer.epochs=5` -> ("spec.trainer.epochs", 5); the value is read as YAML, and
-    a number keeps its text for a string field (`spec.env.V=1.10` sets "1.10")."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise SpecError("--set", f"expected KEY=VALUE (e.g. spec.workers=4), got {text!r}")
-    try:
-        value = yamldoc.load_value(raw) if raw.strip() else ""
-    except (yaml.YAMLError, SpecError):
-        value = raw
-    return key.strip(), value
 
 
 def apply_overrides(document: dict[str, Any], overrides: Sequence[tuple[str, Any]]) -> None:
