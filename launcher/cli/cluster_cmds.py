@@ -254,6 +254,9 @@ def logs_command(
             finished=finished,
         ):
             prefix = f"[worker {line.index if line.index is not None else '?'}]"
+            if line.note is not None:
+                click.echo(f"{prefix} --- {line.note} ---", err=True)
+                continue
             if line.text is None:  # a newly followed pod
                 seen = pods_seen[line.index] = pods_seen.get(line.index, -1) + 1
                 if seen:

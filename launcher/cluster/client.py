@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -485,12 +485,14 @@ def _lines(response: Any) -> Iterator[str]:
         yield buffer.decode("utf-8", errors="replace")
 
 
-def stream_lines(response: Any) -> Iterator[str]:
-    """`_lines`, ending quietly when the stream breaks (or is cancelled): a followed log."""
+def stream_lines_or_cut(response: Any) -> Generator[str, None, bool]:
+    """`_lines`; returns True when the stream broke or timed out (it was cut), False when
+    the server ended it (a followed log: the container exited)."""
     try:
         yield from _lines(response)
     except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
-        return
+        return True
+    return False
 
 
 def read_json(response: Any) -> Obj:

@@ -4,14 +4,23 @@ Why it follows pods and not Jobs: a group restart replaces every worker's pod, a
 `tflaunch logs -f` should keep going across it, saying which pod it follows now. So the
 job's pods are watched (`watch.watch_job`) and each pod's log is streamed in a thread as
 soon as its container has started, until the job is finished and every stream ended.
+
+Why it never gives up on one pod: pods come and go under it (a group restart, a TTL, a
+person). A pod deleted between listing and reading is skipped with a one-line note, and the
+other workers' logs still come. A followed stream has a read timeout
+(`FOLLOW_IDLE_TIMEOUT`): a connection that died without a reset (a node or proxy gone) would
+otherwise hang forever. A stream cut that way (or broken) is opened anew while the pod
+exists, from the last line's timestamp, and the lines already printed are not repeated.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import math
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from launcher.cluster.client import (
@@ -22,9 +31,10 @@ from launcher.cluster.client import (
     Cancel,
     Cluster,
     Obj,
-    stream_lines,
+    stream_lines_or_cut,
 )
 from launcher.cluster.find import JobObjects, job_objects
+from launcher.cluster.status import parse_time
 from launcher.cluster.watch import join_all, watch_job
 from launcher.core import labels
 from launcher.core.errors import NotFound
@@ -38,6 +48,21 @@ class LogLine:
     pod: str
     text: str | None
     timestamp: str = ""
+    note: str | None = None
+    """Not a log line but a note about the pod (e.g. it was skipped), for stderr."""
+
+
+FOLLOW_IDLE_TIMEOUT = 300.0
+"""A followed log quiet this long is opened anew (no new line repeated): a dead connection
+gives no error, only silence. A trainer quiet for longer costs one cheap reconnect."""
+RECONNECT_DELAY = 1.0
+"""Between a followed stream's cut and opening it anew."""
+RESUME_MARGIN = 10
+"""Seconds added to `sinceSeconds` when resuming, against clock skew; repeats are dropped."""
+
+
+def _gone_note(index: int | None, pod: str) -> LogLine:
+    return LogLine(index, pod, None, note=f"pod {pod} was deleted before its log was read; skipped")
 
 
 def pod_log(
@@ -50,8 +75,11 @@ def pod_log(
     since_seconds: int | None = None,
     timestamps: bool = False,
     cancel: Cancel | None = None,
-) -> Iterator[str]:
-    """Lines of a pod's log; with `follow`, until the container ends or `cancel`."""
+    idle_timeout: float | None = None,
+) -> Generator[str, None, bool]:
+    """Lines of a pod's log; with `follow`, until the container ends, `cancel`, or no byte
+    came for `idle_timeout` seconds (None: wait forever). Returns True when the stream was
+    cut (broken, timed out or cancelled) rather than ended by the server."""
     k = KINDS["Pod"]
     ns = cluster.ns(namespace)
     cancel = cancel or Cancel()
@@ -62,14 +90,16 @@ def pod_log(
     }
     if since_seconds is not None:
         kwargs["since_seconds"] = since_seconds
-    if not follow:  # a followed log may stay quiet for as long as an epoch takes
+    if not follow:
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT, READ_TIMEOUT)
+    elif idle_timeout is not None:
+        kwargs["_request_timeout"] = (CONNECT_TIMEOUT, idle_timeout)
     with cluster.errors("get", k, ns, name, resource="pods/log"):
         response = cluster.api(k).read_namespaced_pod_log(
             name, ns, _preload_content=False, **kwargs
         )
     with cancel.tracking(response), cluster.errors("get", k, ns, name, resource="pods/log"):
-        yield from stream_lines(response)  # ends quietly when the stream breaks
+        return (yield from stream_lines_or_cut(response))  # ends quietly when cut
 
 
 def job_logs(
@@ -93,25 +123,73 @@ def job_logs(
         found = job_objects(cluster, name, ns)
         if not found.jobs and not found.pods:
             raise NotFound(f"job {name} not found in namespace {ns}")
-        yield from _logs_once(cluster, found.pods, ns, worker, since_seconds)
+        yield from pods_logs(cluster, found.pods, ns, worker=worker, since_seconds=since_seconds)
         return
     yield from _follow_logs(cluster, name, ns, worker, since_seconds, finished)
 
 
-def _logs_once(
-    cluster: Cluster, pods: Iterable[Obj], namespace: str, worker: int | None, since: int | None
+def pods_logs(
+    cluster: Cluster,
+    pods: Iterable[Obj],
+    namespace: str,
+    *,
+    worker: int | None = None,
+    since_seconds: int | None = None,
 ) -> Iterator[LogLine]:
+    """The logs of pods listed a moment ago, merged in timestamp order; a pod deleted since
+    is a note (first), not an error."""
     lines: list[LogLine] = []
+    notes: list[LogLine] = []
     for pod in _sorted_pods(pods):
         index = _pod_index(pod)
         if (worker is not None and index != worker) or not _container_started(pod):
             continue
         pod_name = pod["metadata"]["name"]
-        for raw in pod_log(cluster, pod_name, namespace, since_seconds=since, timestamps=True):
-            stamp, _, text = raw.partition(" ")
-            lines.append(LogLine(index, pod_name, text, stamp))
+        try:
+            for raw in pod_log(
+                cluster, pod_name, namespace, since_seconds=since_seconds, timestamps=True
+            ):
+                stamp, _, text = raw.partition(" ")
+                lines.append(LogLine(index, pod_name, text, stamp))
+        except NotFound:
+            notes.append(_gone_note(index, pod_name))
     lines.sort(key=lambda line: line.timestamp)  # stable: a pod's own order is kept
+    yield from notes
     yield from lines
+
+
+class _Resume:
+    """Where a followed log goes on after its stream ended: from the last line's timestamp,
+    skipping the lines at or before it that were already printed."""
+
+    def __init__(self, since: int | None) -> None:
+        self.since = since
+        self.last = ""
+        self.at_last = 0
+        """How many lines carried exactly the `last` timestamp."""
+        self.skip_at_last = 0
+
+    def since_seconds(self, now: datetime.datetime) -> int | None:
+        last = parse_time(self.last)
+        if last is None:
+            return self.since
+        return max(1, math.ceil((now - last).total_seconds())) + RESUME_MARGIN
+
+    def reopen(self) -> None:
+        self.skip_at_last = self.at_last
+
+    def fresh(self, stamp: str) -> bool:
+        """Whether a line with `stamp` is new (and remember it)."""
+        if self.last and stamp < self.last:
+            return False
+        if stamp == self.last:
+            if self.skip_at_last:
+                self.skip_at_last -= 1
+                return False
+            self.at_last += 1
+            return True
+        self.last, self.at_last, self.skip_at_last = stamp, 1, 0
+        return True
 
 
 def _follow_logs(
@@ -128,12 +206,38 @@ def _follow_logs(
     running: set[str] = set()
     threads: list[threading.Thread] = []
 
+    def follow_pod(pod: str, index: int | None) -> None:
+        resume = _Resume(since)
+
+        def put(raw: str) -> None:
+            stamp, _, text = raw.partition(" ")
+            if resume.fresh(stamp):
+                lines.put(LogLine(index, pod, text, stamp))
+
+        while not cancel.cancelled:
+            stream = pod_log(
+                cluster,
+                pod,
+                namespace,
+                follow=True,
+                since_seconds=resume.since_seconds(datetime.datetime.now(datetime.timezone.utc)),
+                timestamps=True,
+                cancel=cancel,
+                idle_timeout=FOLLOW_IDLE_TIMEOUT,
+            )
+            cut = _drain(stream, put)
+            if not cut or cancel.wait(RECONNECT_DELAY):
+                return
+            if not _still_there(cluster, pod, namespace):
+                return
+            resume.reopen()
+
     def pump(pod: str, index: int | None) -> None:
         try:
-            for text in pod_log(
-                cluster, pod, namespace, follow=True, since_seconds=since, cancel=cancel
-            ):
-                lines.put(LogLine(index, pod, text))
+            follow_pod(pod, index)
+        except NotFound:
+            if not cancel.cancelled:
+                lines.put(_gone_note(index, pod))
         except BaseException as error:
             if not cancel.cancelled:
                 lines.put(error)
@@ -186,6 +290,22 @@ def _follow_logs(
     finally:
         cancel.cancel()
         join_all(threads)
+
+
+def _drain(stream: Generator[str, None, bool], each: Callable[[str], None]) -> bool:
+    """Hand every line of `stream` to `each`; return the stream's own return value."""
+    while True:
+        try:
+            each(next(stream))
+        except StopIteration as end:
+            return bool(end.value)
+
+
+def _still_there(cluster: Cluster, pod: str, namespace: str) -> bool:
+    """Whether a pod whose followed stream was cut can be read again: it still exists (if its
+    trainer has ended since, the new stream gives the rest of the log and ends)."""
+    current = cluster.get("Pod", pod, namespace)
+    return current is not None and not current["metadata"].get("deletionTimestamp")
 
 
 def _pod_index(pod: Obj) -> int | None:

@@ -117,6 +117,8 @@ class FakeKubernetes:
         self.failures: list[Failure] = []
         self.logs: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self.logs_closed: set[tuple[str, str]] = set()
+        self.logs_stalled: set[tuple[str, str]] = set()
+        """The next log request of these pods goes silent after the lines it has."""
         self.namespaces: set[str] | None = None
         """When set, only these namespaces exist; others give 404 like the real server."""
         self.stopping = False
@@ -232,6 +234,12 @@ class FakeKubernetes:
                 stamp = at or _now()
                 entries.append((stamp, line))
             self.lock.notify_all()
+
+    def stall_log(self, pod: str, namespace: str = "default") -> None:
+        """The next log request of `pod` sends the lines there are, then nothing ever again
+        while staying open: a connection that died without a reset (a node or proxy gone)."""
+        with self.lock:
+            self.logs_stalled.add((namespace, pod))
 
     def end_log(self, pod: str, namespace: str = "default") -> None:
         """The container exited: a followed log stream ends."""
@@ -576,6 +584,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
         follow = query.get("follow") == "true"
         stamps = query.get("timestamps") == "true"
+        with api.lock:
+            stalled = (ns, pod) in api.logs_stalled
+            api.logs_stalled.discard((ns, pod))
         self._start_stream("text/plain")
         sent = 0
         while True:
@@ -585,7 +596,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             for stamp, line in entries[sent:]:
                 self._chunk(((f"{stamp} " if stamps else "") + line + "\n").encode())
             sent = len(entries)
-            if not follow or closed or api.stopping:
+            if api.stopping or (not follow and not stalled):
+                break
+            if stalled:  # silent, and open until the server stops
+                while not api.stopping:
+                    with api.lock:
+                        api.lock.wait(timeout=0.05)
+                break
+            if closed:
                 break
             with api.lock:
                 api.lock.wait(timeout=0.05)

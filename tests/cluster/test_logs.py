@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from launcher.cluster import apply
+from launcher.cluster import apply, logs
 from launcher.cluster.client import Cluster
 from tests.cluster.conftest import Result, job_objects
-from tests.cluster.fakeapi import FakeKubernetes
+from tests.cluster.fakeapi import Failure, FakeKubernetes, status
 from tests.cluster.objects import pod_for, with_condition
 
 Tflaunch = Callable[..., Result]
@@ -128,3 +129,74 @@ def test_logs_of_a_missing_job_are_not_found(tflaunch: Tflaunch) -> None:
 
     assert result.code == 1
     assert "job ghost not found in namespace default" in result.err
+
+
+def _pod_gone_before_its_log_is_read(fake: FakeKubernetes, pod: str) -> None:
+    """Listing saw the pod; by the time its log is read the server answers 404."""
+    message = f'pods "{pod}" not found'
+    fake.failures.append(
+        Failure("GET", re.compile(f"/pods/{pod}/log$"), 404, status(404, "NotFound", message))
+    )
+
+
+def test_a_pod_deleted_between_listing_and_reading_is_skipped_with_a_note(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    fake.log("mnist-worker-1-a0", "still here")
+    _pod_gone_before_its_log_is_read(fake, "mnist-worker-0-a0")
+
+    result = tflaunch("logs", "mnist")
+
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["[worker 1] still here"]
+    assert result.err.splitlines() == [
+        "[worker 0] --- pod mnist-worker-0-a0 was deleted before its log was read; skipped ---"
+    ]
+
+
+def test_following_skips_a_pod_deleted_before_its_stream_opens(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1, phase="Succeeded", exit_code=0))
+    fake.log("mnist-worker-1-a0", "finished")
+    fake.end_log("mnist-worker-1-a0")
+    _pod_gone_before_its_log_is_read(fake, "mnist-worker-0-a0")
+    threading.Timer(1.0, lambda: fake.put(with_condition(job, "Complete"))).start()
+
+    result = tflaunch("logs", "mnist", "-f")
+
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["[worker 1] finished"]
+    assert "pod mnist-worker-0-a0 was deleted before its log was read; skipped" in result.err
+
+
+@pytest.mark.timeout(30)
+def test_a_followed_stream_that_goes_silent_is_read_anew_without_repeating_lines(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logs, "FOLLOW_IDLE_TIMEOUT", 1.0)
+    fake.put(pod_for(job, 0))
+    fake.log("mnist-worker-0-a0", "before", "also before")
+    fake.stall_log("mnist-worker-0-a0")
+
+    def finish() -> None:
+        fake.log("mnist-worker-0-a0", "after")
+        fake.end_log("mnist-worker-0-a0")
+        fake.put(pod_for(job, 0, phase="Succeeded", exit_code=0))
+        fake.put(with_condition(job, "Complete"))
+
+    threading.Timer(0.5, finish).start()
+
+    result = tflaunch("logs", "mnist", "-f", "--worker", "0")
+
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        "[worker 0] before",
+        "[worker 0] also before",
+        "[worker 0] after",
+    ]
+    reads = [r for r in fake.requests if r.path.endswith("/mnist-worker-0-a0/log")]
+    assert len(reads) >= 2
