@@ -52,18 +52,21 @@ class Backoff:
 class Outage:
     """Says once when the API server became unavailable, and once when it is back.
 
-    Shared by every stream of one command (they run in threads), so an outage is one
-    message, not one per watch.
+    Shared by every stream of one command (they run in threads): the outage begins with the
+    first caller that fails and ends when no caller is failing any more, so it is one pair of
+    messages, not one per watch.
     """
 
     def __init__(self, server: str, notify: Callable[[str], None]) -> None:
         self.server = server
         self.notify = notify
         self._since: float | None = None
+        self._failing: set[object] = set()
         self._lock = threading.Lock()
 
-    def began(self, error: TransientClusterError) -> None:
+    def began(self, error: TransientClusterError, caller: object = None) -> None:
         with self._lock:
+            self._failing.add(caller)
             if self._since is not None:
                 return
             self._since = time.monotonic()
@@ -73,9 +76,10 @@ class Outage:
             f"({error.short}); retrying until it is back"
         )
 
-    def ended(self) -> None:
+    def ended(self, caller: object = None) -> None:
         with self._lock:
-            if self._since is None:
+            self._failing.discard(caller)
+            if self._since is None or self._failing:
                 return
             down, self._since = time.monotonic() - self._since, None
         self.notify(f"the API server is back after {down:.0f} s")
@@ -92,15 +96,17 @@ def retrying(
     `deadline` (None: no limit). Any other error, and the last transient one once the
     deadline has passed, is raised."""
     backoff = Backoff()
+    caller = object()
     while True:
         try:
             result = call()
         except TransientClusterError as error:
             delay = backoff.next(error.retry_after)
             if deadline is not None and time.monotonic() + delay > deadline:
+                outage.ended(caller)
                 raise
-            outage.began(error)
+            outage.began(error, caller)
             sleep(delay)
             continue
-        outage.ended()
+        outage.ended(caller)
         return result

@@ -60,6 +60,7 @@ def watch(
     k = kind_of(kind)
     cancel = cancel or Cancel()
     backoff = Backoff()
+    stream = object()  # this watch, for the shared outage notice
     version = ""
     gone = True
     contacted = False
@@ -70,13 +71,13 @@ def watch(
                     k, namespace, label_selector, all_namespaces
                 )
                 contacted, gone = True, False
-                cluster.outage.ended()
+                cluster.outage.ended(stream)
                 yield WatchEvent("RELISTED", items=tuple(items))
             for event_type, obj in cluster.watch_once(
                 k, namespace, label_selector, version, server_timeout, cancel, all_namespaces
             ):
                 backoff.reset()
-                cluster.outage.ended()
+                cluster.outage.ended(stream)
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                 if event_type in ("ADDED", "MODIFIED", "DELETED"):
                     obj.setdefault("apiVersion", k.api_version)
@@ -89,7 +90,7 @@ def watch(
                 return
             if not contacted:
                 raise
-            cluster.outage.began(error)
+            cluster.outage.began(error, stream)
             cancel.wait(backoff.next(error.retry_after))
 
 

@@ -73,3 +73,15 @@ def test_retrying_raises_other_errors_at_once_and_transient_ones_past_the_deadli
 
     with pytest.raises(ClusterUnreachable):
         retrying(down, Outage("s", lambda _: None), deadline=0.0, sleep=lambda _: None)
+
+
+def test_an_outage_ends_only_when_every_failing_stream_is_back() -> None:
+    said: list[str] = []
+    outage = Outage("s", said.append)
+    jobs, pods = object(), object()
+    outage.began(Unavailable("busy", short="503"), jobs)
+    outage.began(Unavailable("busy", short="429"), pods)
+    outage.ended(jobs)
+    assert len(said) == 1
+    outage.ended(pods)
+    assert len(said) == 2 and said[1].startswith("the API server is back")

@@ -79,13 +79,19 @@ def test_waiting_rides_out_429_and_503_from_the_api_server(
 ) -> None:
     # The real server's outage is proven in tests/e2e; injected 429/5xx need the double.
     def overload() -> None:
-        fake.fail("GET", r"/pods$", 429, "storage is (re)initializing", times=2,
+        # Only once wait is watching both kinds (a server never reached fails at once).
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and {
+            r.path.rpartition("/")[2] for r in fake.requests if r.query.get("watch") == "true"
+        } != {"jobs", "pods"}:
+            time.sleep(0.05)
+        # Long enough for both streams' failures to overlap: one outage, one notice.
+        fake.fail("GET", r"/pods$", 429, "storage is (re)initializing", times=3,
                   headers={"Retry-After": "1"})  # fmt: skip
-        fake.fail("GET", r"/jobs$", 503, "etcd leader changed", times=2)
+        fake.fail("GET", r"/jobs$", 503, "etcd leader changed", times=5)
         fake.restart()  # ends the open watches: their renewals meet the failures
 
-    later(0.3, overload)
-    later(3.5, lambda: fake.put(with_condition(running, "Complete")))
+    later(0.0, lambda: (overload(), time.sleep(5), fake.put(with_condition(running, "Complete"))))
 
     result = tflaunch("wait", "mnist", "--timeout", "30")
 
@@ -103,7 +109,9 @@ def test_waiting_watches_instead_of_polling(
 
     assert tflaunch("wait", "mnist", "--timeout", "10").code == 0
 
-    assert (lists(fake, "jobs"), lists(fake, "pods")) == (1, 1)
+    assert (lists(fake, "jobs"), lists(fake, "pods")) == (1, 1), [
+        (r.method, r.path, r.query) for r in fake.requests
+    ]
     watches = [r for r in fake.requests if r.query.get("watch") == "true"]
     assert {r.path.rpartition("/")[2] for r in watches} == {"jobs", "pods"}
     assert all(r.query.get("resourceVersion") for r in watches)

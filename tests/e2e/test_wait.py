@@ -73,16 +73,23 @@ def test_wait_rides_out_a_control_plane_restart(
     spec = write_spec(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="15s"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
     waiter = cp.popen_tflaunch("wait", "outage", "-n", namespace, "--timeout", "240")
+    assert waiter.stderr is not None
+    seen: list[str] = []
+    # Stop the server only once wait has talked to it: a server never reached is a
+    # configuration error that fails at once, by design.
+    first = waiter.stderr.readline()
+    seen.append(first)
+    assert first.startswith("outage: running"), first
     eventually(
         lambda: (cp.get("job", "outage-worker", "-n", namespace)["status"].get("active") or 0) == 2,
         what="both workers running",
     )
-    time.sleep(1)
     cp.stop_apiserver()
     time.sleep(4)
     assert waiter.poll() is None, "wait must not give up while the API server is down"
     cp.start_apiserver()
-    out, err = waiter.communicate(timeout=240)
+    out, rest = waiter.communicate(timeout=240)
+    err = "".join(seen) + rest
     assert waiter.returncode == 0, f"exit {waiter.returncode}\n{out}\n{err}"
     assert "unavailable" in err
     assert _condition(cp, namespace, "outage-worker", "Complete")
