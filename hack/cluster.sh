@@ -111,9 +111,12 @@ cmd_up() {
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" apply -f "$here/kwok/nodes.yaml" >/dev/null
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=60s >/dev/null
   log "up in $((($(date +%s%N) - start) / 1000000)) ms: $("$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  # The matching kubectl beside the kubeconfig, for machines that have none.
+  mkdir -p "$(dirname "$kubeconfig")/bin"
+  ln -sf "$BIN_DIR/kubectl" "$(dirname "$kubeconfig")/bin/kubectl"
   cat >&2 <<EOF
 cluster: try it:
-  export KUBECONFIG=$kubeconfig PATH=$BIN_DIR:\$PATH
+  export KUBECONFIG=$kubeconfig PATH=$(dirname "$kubeconfig")/bin:\$PATH
   kubectl get nodes
 cluster: stop it with: make cluster-down (or hack/cluster.sh down $kubeconfig)
 EOF
@@ -134,7 +137,7 @@ cmd_down() {
     stop_leftovers "$workdir"
     rm -rf "$workdir"
   fi
-  rm -f "$state" "$kubeconfig"
+  rm -f "$state" "$kubeconfig" "$(dirname "$kubeconfig")/bin/kubectl"
   log "down"
 }
 
