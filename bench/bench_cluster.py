@@ -188,6 +188,12 @@ def main() -> None:
             "dry-run requests | reads |",
             "| --- | --- | --- | --- | --- | --- | --- |",
             *rows,
+            "",
+            "`submit`'s own time and requests stay flat from 8 to 512 workers (one Indexed Job "
+            "whatever the count). The time to all Running grows with the Job controller's pod "
+            "creation (batched, under kube-controller-manager's default client rate limits) and "
+            "the scheduler, and `delete` with the garbage collector's foreground deletion of "
+            "every pod: the cluster's work, not tflaunch's.",
         ]
     )
     print(body)
