@@ -1,4 +1,5 @@
-"""The commands that follow a job on a cluster: submit, status, logs, wait, delete, list.
+"""The commands that follow a job on a cluster: submit, status, logs, delete, list (and
+`wait`, from `launcher.cli.wait_cmd`).
 
 Each command parses its flags, asks `launcher.cluster` for plain objects, hands them to the
 pure reader `launcher.cluster.status` and prints the result. Errors are raised, never
@@ -9,10 +10,7 @@ takes half a second to import, and `tflaunch render` must not pay for it.
 
 from __future__ import annotations
 
-import datetime
 import re
-import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,23 +24,17 @@ from launcher.cli.options import (
     spec_options,
     with_spec,
 )
+from launcher.cli.wait_cmd import not_found, wait_command, wait_for_job, wait_options
+from launcher.cli.wait_cmd import now as utc_now
 from launcher.cluster import status
 from launcher.core import render
-from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.core.errors import ExitStatus, NotFound
 from launcher.core.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
-    from launcher.cluster.client import Cluster
     from launcher.cluster.find import JobObjects
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-DEFAULT_PENDING_WARNING = 120.0
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(tz=datetime.timezone.utc)
-
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -78,24 +70,6 @@ _API_GROUP = {"job": "job.batch", "networkpolicy": "networkpolicy.networking.k8s
 
 def _kind(kind: str) -> str:
     return _API_GROUP.get(kind.lower(), kind.lower())
-
-
-def wait_options(func: F) -> F:
-    """--timeout and --pending-warning, shared by `wait` and `submit --wait`."""
-    func = click.option(
-        "--pending-warning",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_PENDING_WARNING,
-        show_default=True,
-        metavar="SECONDS",
-        help="Warn when workers stay Pending this long (MWMS needs all of them).",
-    )(func)
-    return click.option(
-        "--timeout",
-        type=click.FloatRange(min=0),
-        metavar="SECONDS",
-        help="Stop waiting after this long (default: never).",
-    )(func)
 
 
 @click.command("submit")
@@ -143,7 +117,7 @@ def submit_command(
     if all(item.action == "unchanged" for item in applied) and not replace:
         click.echo(f"job {job.name} is already submitted with this spec: nothing to do", err=True)
     if wait_for_it:
-        return _wait(cluster, job.name, job.namespace, timeout, pending_warning)
+        return wait_for_job(cluster, job.name, job.namespace, timeout, pending_warning)
     click.echo(
         f"next: {program} wait {job.name} -n {job.namespace}  |  "
         f"{program} logs {job.name} -n {job.namespace} -f",
@@ -175,12 +149,12 @@ def status_command(
     ns = namespace or cluster.namespace
     found = find.job_objects(cluster, name, ns)
     if not found.jobs and not found.pods:
-        raise _not_found(name, ns)
+        raise not_found(name, ns)
     summary = status.summarize(name, ns, found.jobs, found.pods)
-    now = _now()
+    current = utc_now()
     click.echo(
         f"job {name} in namespace {ns}: {summary.state}, {summary.running}/{summary.expected} "
-        f"workers running, {summary.layout} layout, age {status.age(summary.created, now)}"
+        f"workers running, {summary.layout} layout, age {status.age(summary.created, current)}"
     )
     rows = [["WORKER", "POD", "PHASE", "NODE", "RESTARTS", "AGE", "REASON"]]
     for w in summary.workers:
@@ -191,20 +165,13 @@ def status_command(
                 w.phase,
                 w.node or "-",
                 str(w.restarts),
-                status.age(w.created, now),
+                status.age(w.created, current),
                 w.reason or "",
             ]
         )
     click.echo(_table(rows))
     if summary.condition:
         click.echo(f"condition: {summary.condition}")
-
-
-def _not_found(name: str, namespace: str) -> NotFound:
-    return NotFound(
-        f"job {name} not found in namespace {namespace}; see {program_name()} list -n {namespace}"
-        " (or -A for every namespace)"
-    )
 
 
 # --- logs ----------------------------------------------------------------------------------
@@ -267,172 +234,8 @@ def logs_command(
             click.echo(f"{prefix} {line.text}")
     except NotFound as error:
         if str(error).startswith("job "):
-            raise _not_found(name, ns) from error
+            raise not_found(name, ns) from error
         raise
-
-
-# --- wait ----------------------------------------------------------------------------------
-
-
-@click.command("wait")
-@click.argument("name")
-@wait_options
-@namespace_option
-@cluster_options
-def wait_command(
-    name: str,
-    timeout: float | None,
-    pending_warning: float,
-    namespace: str | None,
-    kubeconfig: str | None,
-    kube_context: str | None,
-) -> int:
-    """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
-
-    \b
-    Example:
-      tflaunch wait mnist --timeout 3600
-    """
-    cluster = connect(kubeconfig, kube_context)
-    return _wait(cluster, name, namespace or cluster.namespace, timeout, pending_warning)
-
-
-class _Progress:
-    """The live progress line on stderr: redrawn in place on a terminal, else printed when
-    it changes (time excluded)."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last = ""
-        self.drawn = False
-
-    def show(self, line: str, key: str) -> None:
-        if self.tty:
-            click.echo(f"\r\x1b[2K{line}", nl=False, err=True)
-            self.drawn = True
-        elif key != self.last:
-            click.echo(line, err=True)
-        self.last = key
-
-    def say(self, text: str) -> None:
-        self.clear()
-        click.echo(text, err=True)
-
-    def clear(self) -> None:
-        if self.drawn:
-            click.echo("\r\x1b[2K", nl=False, err=True)
-            self.drawn = False
-
-
-class _MissingPods:
-    """Warns once per Job when it has had fewer pods than it should run for longer than the
-    pending threshold: those workers never get a pod (a ResourceQuota, LimitRange or webhook
-    refused it), so they never show up as Pending. The warning quotes the server's reason."""
-
-    def __init__(self, cluster: Cluster, namespace: str, threshold: float) -> None:
-        self.cluster = cluster
-        self.namespace = namespace
-        self.threshold = threshold
-        self.since: dict[str, float] = {}
-        self.warned: set[str] = set()
-
-    def warnings(self, objects: JobObjects) -> list[str]:
-        """The warnings due now (each Job's at most once while it stays short)."""
-        now = time.monotonic()
-        short = {s.job: s for s in status.missing_pods(objects.jobs, objects.pods)}
-        for gone in set(self.since) - set(short):
-            del self.since[gone]
-            self.warned.discard(gone)
-        messages = []
-        for name, shortfall in short.items():
-            started = self.since.setdefault(name, now)
-            if name in self.warned or now - started <= self.threshold:
-                continue
-            job = next(j for j in objects.jobs if j["metadata"]["name"] == name)
-            cause = status.creation_blocked_by(job, self._events(name))
-            if cause is None and shortfall.failed:
-                self.since[name] = now  # likely the controller's backoff after a failed pod
-                continue
-            self.warned.add(name)
-            messages.append(status.missing_warning(shortfall, self.threshold, cause))
-        return messages
-
-    def _events(self, job: str) -> list[Any]:
-        from launcher.cluster import find
-        from launcher.cluster.retry import retrying
-
-        try:
-            return retrying(
-                lambda: find.job_events(self.cluster, job, self.namespace), self.cluster.outage
-            )
-        except ClusterError:  # e.g. no RBAC to list events: warn without the reason
-            return []
-
-
-def _wait(
-    cluster: Cluster,
-    name: str,
-    namespace: str,
-    timeout: float | None,
-    pending_warning: float,
-) -> int:
-    """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure."""
-    from launcher.cluster import find, watch
-    from launcher.cluster.retry import retrying
-
-    start = time.monotonic()
-    progress = _Progress()
-    warned: set[tuple[int, str | None]] = set()
-    restarts: dict[int, int] = {}
-    seen = False
-    missing = _MissingPods(cluster, namespace, pending_warning)
-    try:
-        for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
-            elapsed = time.monotonic() - start
-            if not objects.jobs:
-                if seen:
-                    raise JobFailed(f"job {name} was deleted while waiting for it")
-                raise _not_found(name, namespace)
-            seen = True
-            summary = status.summarize(name, namespace, objects.jobs, objects.pods)
-            for w in summary.workers:
-                if w.restarts > restarts.get(w.index, 0):
-                    progress.say(
-                        f"{name}: worker {w.index} restarted ({w.restarts} so far); the whole "
-                        "group restarts with it, resuming from the last checkpoint"
-                    )
-                restarts[w.index] = max(w.restarts, restarts.get(w.index, 0))
-            stalled = [
-                w
-                for w in status.pending_too_long(summary, _now(), pending_warning)
-                if (w.index, w.pod) not in warned
-            ]
-            if stalled:
-                warned.update((w.index, w.pod) for w in stalled)
-                progress.say(
-                    f"warning: {status.pending_warning(summary, stalled, pending_warning)}"
-                )
-            for warning in missing.warnings(objects):
-                progress.say(f"warning: {warning}")
-            line = status.progress_line(summary, elapsed)
-            progress.show(line, line.rpartition(", ")[0])
-            if summary.state == "Succeeded":
-                progress.say(f"job {name} succeeded in {status.duration(elapsed)}")
-                return ExitStatus.SUCCESS
-            if summary.state == "Failed":
-                # The Pod watch may lag the Job's: read the pods once more for the culprit.
-                final = retrying(lambda: find.job_objects(cluster, name, namespace), cluster.outage)
-                jobs = final.jobs or objects.jobs
-                summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
-                raise JobFailed(status.failure_message(summary))
-            if timeout is not None and elapsed > timeout:
-                raise WaitTimeout(
-                    f"job {name} did not finish within {status.duration(timeout)} ({line}); it "
-                    f"keeps running: {program_name()} status {name} -n {namespace}"
-                )
-    finally:
-        progress.clear()
-    raise AssertionError("watch_job never ends")  # pragma: no cover
 
 
 # --- delete --------------------------------------------------------------------------------
@@ -500,14 +303,14 @@ def list_command(
         where = "any namespace" if all_namespaces else f"namespace {ns}"
         click.echo(f"no tflaunch jobs in {where}", err=True)
         return
-    now = _now()
+    current = utc_now()
     header = ["NAME", "LAYOUT", "WORKERS", "STATE", "AGE"]
     rows = [["NAMESPACE", *header] if all_namespaces else header]
     for (job_ns, job_name), jobs in groups.items():
         state, _ = status.jobs_state(jobs)
         summary = status.summarize(job_name, job_ns, jobs, [])
         row = [job_name, summary.layout, str(summary.expected), state]
-        row.append(status.age(summary.created, now))
+        row.append(status.age(summary.created, current))
         rows.append([job_ns, *row] if all_namespaces else row)
     click.echo(_table(rows))
 

@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import threading
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +31,7 @@ from kubernetes import client
 from kubernetes import config as _config
 from kubernetes.client.exceptions import ApiException
 
+from launcher.cluster.cancel import Cancel
 from launcher.cluster.errors import one_line, translate, unreachable
 from launcher.cluster.retry import Outage
 from launcher.core.errors import Conflict, NotFound, SpecError
@@ -181,45 +181,6 @@ def _read_text(path: Path) -> str | None:
 
 
 # --- Cancelling streams --------------------------------------------------------------------
-
-
-class Cancel:
-    """Stops watches and log streams from another thread: sets a flag and shuts their open
-    HTTP responses, which unblocks a read in progress."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._responses: set[Any] = set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def cancel(self) -> None:
-        self._event.set()
-        with self._lock:
-            responses, self._responses = list(self._responses), set()
-        for response in responses:
-            with contextlib.suppress(Exception):
-                response.shutdown()
-
-    def wait(self, seconds: float) -> bool:
-        return self._event.wait(seconds)
-
-    @contextlib.contextmanager
-    def tracking(self, response: Any) -> Iterator[None]:
-        with self._lock:
-            self._responses.add(response)
-        if self._event.is_set():
-            response.shutdown()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._responses.discard(response)
-            response.close()
-            response.release_conn()
 
 
 class Gone(Exception):

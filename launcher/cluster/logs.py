@@ -23,12 +23,12 @@ import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
+from launcher.cluster.cancel import Cancel
 from launcher.cluster.client import (
     CONNECT_TIMEOUT,
     CONTAINER,
     KINDS,
     READ_TIMEOUT,
-    Cancel,
     Cluster,
     Obj,
     stream_lines_or_cut,

@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Literal, cast
 
-from launcher.cluster.client import WATCH_SECONDS, Cancel, Cluster, Gone, Obj, kind_of
+from launcher.cluster.cancel import Cancel
+from launcher.cluster.client import WATCH_SECONDS, Cluster, Gone, Obj, kind_of
 from launcher.cluster.find import JobObjects
 from launcher.cluster.retry import Backoff
 from launcher.core import labels

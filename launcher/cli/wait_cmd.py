@@ -1,0 +1,223 @@
+"""`tflaunch wait` (and `submit --wait`): follow a job until it succeeds, fails or times out.
+
+Waiting is watching (`launcher.cluster.watch`): the job's Jobs and Pods stream in, the pure
+reader `launcher.cluster.status` says where the job stands, and this module turns that into a
+live progress line, one-time warnings (workers Pending too long, pods that cannot be created)
+and the exit code: 0 succeeded, 3 failed (which worker, why), 4 timed out. An API server that
+goes away meanwhile is waited out (`launcher.cluster.retry`), bounded by --timeout.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from launcher.cli.options import cluster_options, connect, namespace_option, program_name
+from launcher.cluster import status
+from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
+
+if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
+    from launcher.cluster.client import Cluster
+    from launcher.cluster.find import JobObjects
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_PENDING_WARNING = 120.0
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(tz=datetime.timezone.utc)
+
+
+def not_found(name: str, namespace: str) -> NotFound:
+    return NotFound(
+        f"job {name} not found in namespace {namespace}; see {program_name()} list -n {namespace}"
+        " (or -A for every namespace)"
+    )
+
+
+def wait_options(func: F) -> F:
+    """--timeout and --pending-warning, shared by `wait` and `submit --wait`."""
+    func = click.option(
+        "--pending-warning",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_PENDING_WARNING,
+        show_default=True,
+        metavar="SECONDS",
+        help="Warn when workers stay Pending this long (MWMS needs all of them).",
+    )(func)
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="Stop waiting after this long (default: never).",
+    )(func)
+
+
+# --- wait ----------------------------------------------------------------------------------
+
+
+@click.command("wait")
+@click.argument("name")
+@wait_options
+@namespace_option
+@cluster_options
+def wait_command(
+    name: str,
+    timeout: float | None,
+    pending_warning: float,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> int:
+    """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
+
+    \b
+    Example:
+      tflaunch wait mnist --timeout 3600
+    """
+    cluster = connect(kubeconfig, kube_context)
+    return wait_for_job(cluster, name, namespace or cluster.namespace, timeout, pending_warning)
+
+
+class _Progress:
+    """The live progress line on stderr: redrawn in place on a terminal, else printed when
+    it changes (time excluded)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+        self.drawn = False
+
+    def show(self, line: str, key: str) -> None:
+        if self.tty:
+            click.echo(f"\r\x1b[2K{line}", nl=False, err=True)
+            self.drawn = True
+        elif key != self.last:
+            click.echo(line, err=True)
+        self.last = key
+
+    def say(self, text: str) -> None:
+        self.clear()
+        click.echo(text, err=True)
+
+    def clear(self) -> None:
+        if self.drawn:
+            click.echo("\r\x1b[2K", nl=False, err=True)
+            self.drawn = False
+
+
+class _MissingPods:
+    """Warns once per Job when it has had fewer pods than it should run for longer than the
+    pending threshold: those workers never get a pod (a ResourceQuota, LimitRange or webhook
+    refused it), so they never show up as Pending. The warning quotes the server's reason."""
+
+    def __init__(self, cluster: Cluster, namespace: str, threshold: float) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.threshold = threshold
+        self.since: dict[str, float] = {}
+        self.warned: set[str] = set()
+
+    def warnings(self, objects: JobObjects) -> list[str]:
+        """The warnings due now (each Job's at most once while it stays short)."""
+        now = time.monotonic()
+        short = {s.job: s for s in status.missing_pods(objects.jobs, objects.pods)}
+        for gone in set(self.since) - set(short):
+            del self.since[gone]
+            self.warned.discard(gone)
+        messages = []
+        for name, shortfall in short.items():
+            started = self.since.setdefault(name, now)
+            if name in self.warned or now - started <= self.threshold:
+                continue
+            job = next(j for j in objects.jobs if j["metadata"]["name"] == name)
+            cause = status.creation_blocked_by(job, self._events(name))
+            if cause is None and shortfall.failed:
+                self.since[name] = now  # likely the controller's backoff after a failed pod
+                continue
+            self.warned.add(name)
+            messages.append(status.missing_warning(shortfall, self.threshold, cause))
+        return messages
+
+    def _events(self, job: str) -> list[Any]:
+        from launcher.cluster import find
+        from launcher.cluster.retry import retrying
+
+        try:
+            return retrying(
+                lambda: find.job_events(self.cluster, job, self.namespace), self.cluster.outage
+            )
+        except ClusterError:  # e.g. no RBAC to list events: warn without the reason
+            return []
+
+
+def wait_for_job(
+    cluster: Cluster,
+    name: str,
+    namespace: str,
+    timeout: float | None,
+    pending_warning: float,
+) -> int:
+    """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure."""
+    from launcher.cluster import find, watch
+    from launcher.cluster.retry import retrying
+
+    start = time.monotonic()
+    progress = _Progress()
+    warned: set[tuple[int, str | None]] = set()
+    restarts: dict[int, int] = {}
+    seen = False
+    missing = _MissingPods(cluster, namespace, pending_warning)
+    try:
+        for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
+            elapsed = time.monotonic() - start
+            if not objects.jobs:
+                if seen:
+                    raise JobFailed(f"job {name} was deleted while waiting for it")
+                raise not_found(name, namespace)
+            seen = True
+            summary = status.summarize(name, namespace, objects.jobs, objects.pods)
+            for w in summary.workers:
+                if w.restarts > restarts.get(w.index, 0):
+                    progress.say(
+                        f"{name}: worker {w.index} restarted ({w.restarts} so far); the whole "
+                        "group restarts with it, resuming from the last checkpoint"
+                    )
+                restarts[w.index] = max(w.restarts, restarts.get(w.index, 0))
+            stalled = [
+                w
+                for w in status.pending_too_long(summary, now(), pending_warning)
+                if (w.index, w.pod) not in warned
+            ]
+            if stalled:
+                warned.update((w.index, w.pod) for w in stalled)
+                progress.say(
+                    f"warning: {status.pending_warning(summary, stalled, pending_warning)}"
+                )
+            for warning in missing.warnings(objects):
+                progress.say(f"warning: {warning}")
+            line = status.progress_line(summary, elapsed)
+            progress.show(line, line.rpartition(", ")[0])
+            if summary.state == "Succeeded":
+                progress.say(f"job {name} succeeded in {status.duration(elapsed)}")
+                return ExitStatus.SUCCESS
+            if summary.state == "Failed":
+                # The Pod watch may lag the Job's: read the pods once more for the culprit.
+                final = retrying(lambda: find.job_objects(cluster, name, namespace), cluster.outage)
+                jobs = final.jobs or objects.jobs
+                summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
+                raise JobFailed(status.failure_message(summary))
+            if timeout is not None and elapsed > timeout:
+                raise WaitTimeout(
+                    f"job {name} did not finish within {status.duration(timeout)} ({line}); it "
+                    f"keeps running: {program_name()} status {name} -n {namespace}"
+                )
+    finally:
+        progress.clear()
+    raise AssertionError("watch_job never ends")  # pragma: no cover
