@@ -29,6 +29,7 @@ from launcher.cluster.client import Cluster
 from launcher.core import labels
 from launcher.core.errors import (
     ClusterError,
+    Conflict,
     Invalid,
     TflaunchError,
     TransientClusterError,
@@ -61,7 +62,9 @@ def reconcile_once(
     """Observe one MultiWorkerJob and its children, decide, and carry the plan out.
 
     A child the API server refuses (422) fails the resource (reason Rejected) until its
-    spec is edited: creating it again would fail the same way.
+    spec is edited: creating it again would fail the same way. A child whose name another
+    object holds (a Service or NetworkPolicy not owned by this resource) is never adopted:
+    Failed (reason NameConflict), tried again until that object is gone.
 
     Raises:
         ReconcileError: the API failed while carrying the plan out; nothing after the
@@ -83,13 +86,28 @@ def reconcile_once(
         observed = dataclasses.replace(observed, chief_log=_chief_log(cluster, chief, namespace))
     plan = reconcile.decide(observed)
     try:
+        for obj in plan.create:  # before the status is written: a taken name changes the plan
+            _check_ours(cluster, obj, resource)
         execute(cluster, resource, plan)
     except Invalid as error:  # a child the API server refuses: retrying cannot help
         plan = reconcile.rejected(observed, str(error))
         execute(cluster, resource, plan)
+    except NameTaken as error:  # never adopt it: Failed (NameConflict), no group restart
+        plan = reconcile.name_taken(observed, error.taken)
+        execute(cluster, resource, plan)
     except ClusterError as error:
         raise ReconcileError(resource, error) from error
     return Outcome(resource, plan)
+
+
+class NameTaken(Conflict):
+    """Creating a child answered 409 and the object with its name is not this
+    MultiWorkerJob's (e.g. someone's Service named like the job: the workers' DNS names would
+    never resolve)."""
+
+    def __init__(self, taken: str) -> None:
+        super().__init__(f"{taken} already exists and does not belong to this MultiWorkerJob")
+        self.taken = taken
 
 
 class ReconcileError(ClusterError):
@@ -126,9 +144,29 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
     for job, patch in plan.patch_jobs:
         custom.merge_patch(cluster, "Job", job, namespace, patch)
     for obj in plan.create:
-        custom.create_object(cluster, obj)  # None: it exists already, which is what we want
+        if custom.create_object(cluster, obj) is None:  # 409: created since; is it ours?
+            _check_ours(cluster, obj, resource)
     if plan.delete_resource:
         custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace)
+
+
+UNOBSERVED_CHILDREN = ("Service", "NetworkPolicy")
+"""Children a reconcile does not list, so a name taken by someone else shows only here."""
+
+
+def _check_ours(cluster: Cluster, obj: Mapping[str, Any], resource: Mapping[str, Any]) -> None:
+    """A child whose name was taken is fine when this MultiWorkerJob owns the object there
+    (an earlier reconcile created it); otherwise raise `NameTaken`. Gone again since: the
+    next reconcile creates it."""
+    if obj["kind"] not in UNOBSERVED_CHILDREN:
+        return  # Jobs are observed: a foreign one is the plan's own NameConflict
+    meta = obj["metadata"]
+    current = cluster.get(obj["kind"], meta["name"], meta.get("namespace"))
+    if current is None:
+        return
+    owners = (current.get("metadata") or {}).get("ownerReferences") or []
+    if not any(o.get("uid") == resource["metadata"]["uid"] for o in owners):
+        raise NameTaken(f"{obj['kind']} {meta['name']}")
 
 
 def status_patch(resource: Mapping[str, Any], status: crd.Status) -> dict[str, Any]:

@@ -141,6 +141,24 @@ def rejected(observed: Observed, error: str) -> Plan:
     return Plan(status=status, events=(Event("Warning", REJECTED, message),))
 
 
+def name_taken(observed: Observed, taken: str) -> Plan:
+    """Creating a child answered 409 and the object there is someone else's (`taken`, e.g.
+    `Service mnist`): Failed with NameConflict and a Warning event, never adopted and no group
+    restart. Retried every CONFLICT_RETRY_SECONDS, so the job starts once it is gone."""
+    old = crd.status_from_document(observed.resource.get("status"))
+    message = (
+        f"{taken} already exists and does not belong to this MultiWorkerJob (its workers "
+        f"would not find each other); delete it, or rename this MultiWorkerJob"
+    )
+    status = with_phase(old, "Failed", NAME_CONFLICT, message, observed.now)
+    repeated = old.reason == NAME_CONFLICT and old.message == message
+    return Plan(
+        status=None if status == old else status,
+        events=() if repeated else (Event("Warning", NAME_CONFLICT, message),),
+        requeue_after=CONFLICT_RETRY_SECONDS,
+    )
+
+
 def _after_finish(observed: Observed, old: Status) -> Plan:
     """Succeeded or Failed: nothing runs any more; only the TTL is left to apply."""
     ttl = _ttl(observed.resource)

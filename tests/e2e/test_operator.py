@@ -196,3 +196,36 @@ def test_the_operators_service_account_cannot_leave_its_cluster_role(
     for verb in (("get", "secrets", "-A"), ("get", "configmaps", "-n", "default")):
         denied = cp.kubectl(*as_operator, *verb, check=False)
         assert denied.code != 0 and "forbidden" in denied.err.lower(), denied
+
+
+def test_a_foreign_service_with_the_jobs_name_fails_it_with_name_conflict_and_no_restart(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp = control_plane
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "taken", "namespace": namespace},
+        "spec": {"clusterIP": "None", "selector": {"app": "someone-else"}, "ports": [{"port": 80}]},
+    }
+    cp.apply(foreign)
+    cp.apply(_mwj("taken", namespace, pod_hooks(run_for="forever")))
+
+    status = eventually(_phase_is(cp, "taken", namespace, "Failed"), what="Failed", timeout=60)
+    reasons = {c.get("reason") for c in status.get("conditions", [])}
+    assert "NameConflict" in reasons, status
+    assert "Service taken" in status.get("message", ""), status
+    assert status.get("restarts", 0) == 0
+    service = cp.get("service", "taken", "-n", namespace)
+    assert service["spec"]["selector"] == {"app": "someone-else"}, "never adopted"
+    assert not service["metadata"].get("ownerReferences")
+    assert not cp.get("jobs", "-n", namespace)["items"], "no worker group may start"
+    events = eventually(
+        lambda: [
+            e
+            for e in cp.get("events", "-n", namespace)["items"]
+            if e["reason"] == "NameConflict" and e["involvedObject"]["name"] == "taken"
+        ],
+        what="a NameConflict event on the MultiWorkerJob",
+    )
+    assert events[0]["type"] == "Warning"
