@@ -141,14 +141,14 @@ cmd_down() {
   log "down"
 }
 
-# stop_leftovers WORKDIR: kill, by pid, any process kwokctl started whose pid file is still
-# there (kwokctl removes them on a clean stop; this covers a crashed or interrupted one).
+# stop_leftovers WORKDIR: stop every process still running a binary from WORKDIR (kwokctl
+# stops what it started, but not a process restarted by apiserver-start, nor one left by a
+# crashed or interrupted run), and wait until they are gone.
 stop_leftovers() {
-  local pidfile pid
-  while IFS= read -r -d '' pidfile; do
-    pid=$(cat "$pidfile" 2>/dev/null) || continue
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-  done < <(find "$1" -name '*.pid' -print0 2>/dev/null)
+  local pattern="$1/clusters/"
+  pkill -f "$pattern" 2>/dev/null || true
+  for _ in $(seq 50); do pgrep -f "$pattern" >/dev/null || return 0; sleep 0.1; done
+  pkill -9 -f "$pattern" 2>/dev/null || true
 }
 
 # apiserver_stop / apiserver_start KUBECONFIG: what a control-plane upgrade looks like to a
