@@ -36,6 +36,19 @@ class SourceFloat(float):
     source: str
 
 
+def _represent_source(tag: str) -> Any:
+    def represent(dumper: yaml.SafeDumper, value: SourceInt | SourceFloat) -> yaml.ScalarNode:
+        return dumper.represent_scalar(tag, value.source)
+
+    return represent
+
+
+# A document read here can be written back with yaml.safe_dump (e.g. a spec turned into the
+# MultiWorkerJob that `kubectl apply` gets): the numbers as they were written, 3.10 not 3.1.
+yaml.SafeDumper.add_representer(SourceInt, _represent_source("tag:yaml.org,2002:int"))
+yaml.SafeDumper.add_representer(SourceFloat, _represent_source("tag:yaml.org,2002:float"))
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader that keeps numbers' text, has no timestamps and refuses duplicate keys."""
 
