@@ -97,6 +97,9 @@ cmd_up() {
   rm -f "$kubeconfig"
   start=$(date +%s%N)
   # kwokctl reads KWOK_* variables; everything it writes stays under the work directory.
+  # One controller-manager and one scheduler, and nothing here restarts a process that exits:
+  # without leader election they ride out an API-server restart instead of exiting when they
+  # cannot renew their lease (what a kubelet would restart them from on a real node).
   KWOK_WORKDIR=$workdir KWOK_KUBE_VERSION=$K8S_VERSION KWOK_KUBECTL_BINARY=$BIN_DIR/kubectl \
     "$BIN_DIR/kwokctl" create cluster --name "$CLUSTER_NAME" --runtime binary \
     --kube-authorization --kube-admission \
@@ -106,6 +109,8 @@ cmd_up() {
     --kwok-controller-binary "$BIN_DIR/kwok" \
     --etcd-binary "$BIN_DIR/etcd" \
     --config "$here/kwok/stages.yaml" \
+    --extra-args kube-controller-manager=leader-elect=false \
+    --extra-args kube-scheduler=leader-elect=false \
     --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 ||
     { cat "$workdir/create.log" >&2; cmd_down "$kubeconfig"; die "kwokctl could not start the cluster"; }
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" apply -f "$here/kwok/nodes.yaml" >/dev/null
