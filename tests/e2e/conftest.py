@@ -106,6 +106,13 @@ class ControlPlane:
             cwd=ROOT,
         )
 
+    def wait_active(self, namespace: str, job: str, count: int = 2) -> None:
+        """Until the Job controller reports `count` active pods of Job `job`."""
+        eventually(
+            lambda: (self.get("job", job, "-n", namespace)["status"].get("active") or 0) == count,
+            what=f"{count} active pods of Job {job}",
+        )
+
     def stop_apiserver(self) -> None:
         """Stop the kube-apiserver process (etcd, controllers and kwok keep running)."""
         _cluster_sh("apiserver-stop", str(self.kubeconfig))

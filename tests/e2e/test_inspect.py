@@ -46,10 +46,7 @@ def test_list_shows_the_job_and_doctor_checks_the_gpu_nodes(
     assert doctor.code == 0, doctor
     assert "✓ GPU nodes: 2 of 3 nodes have allocatable nvidia.com/gpu" in doctor.out, doctor
 
-    eventually(
-        lambda: (cp.get("job", "fits-worker", "-n", namespace)["status"].get("active") or 0) == 2,
-        what="both workers running",
-    )
+    cp.wait_active(namespace, "fits-worker")
     live = cp.tflaunch("doctor", "fits", "-n", namespace)
     assert live.code == 0, live
     # The TF_CONFIG each pod really got, and the EndpointSlice controller's endpoints.
@@ -70,10 +67,7 @@ def test_logs_of_a_pod_without_a_container_log_is_one_line(
     cp = control_plane
     spec = write_spec(tmp_path / "job.yaml", "nolog", namespace, hooks=pod_hooks(run_for="forever"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
-    eventually(
-        lambda: (cp.get("job", "nolog-worker", "-n", namespace)["status"].get("active") or 0) == 2,
-        what="both workers running",
-    )
+    cp.wait_active(namespace, "nolog-worker")
     logs = cp.tflaunch("logs", "nolog", "-n", namespace, "--worker", "0")
     assert "Traceback" not in logs.err
     assert logs.err.strip(), logs

@@ -22,10 +22,7 @@ def test_a_pod_deleted_between_listing_and_reading_its_log_is_a_note(
     cp = control_plane
     spec = write_spec(tmp_path / "job.yaml", "gone", namespace, hooks=pod_hooks(run_for="forever"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
-    eventually(
-        lambda: (cp.get("job", "gone-worker", "-n", namespace)["status"].get("active") or 0) == 2,
-        what="both workers running",
-    )
+    cp.wait_active(namespace, "gone-worker")
     cluster = connect(str(cp.kubeconfig))
     try:
         listed = find.job_objects(cluster, "gone", namespace).pods

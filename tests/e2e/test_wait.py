@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+from tests.e2e.conftest import ControlPlane, pod_hooks, write_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -80,10 +80,7 @@ def test_wait_rides_out_a_control_plane_restart(
     first = waiter.stderr.readline()
     seen.append(first)
     assert first.startswith("outage: running"), first
-    eventually(
-        lambda: (cp.get("job", "outage-worker", "-n", namespace)["status"].get("active") or 0) == 2,
-        what="both workers running",
-    )
+    cp.wait_active(namespace, "outage-worker")
     cp.stop_apiserver()
     time.sleep(4)
     assert waiter.poll() is None, "wait must not give up while the API server is down"
