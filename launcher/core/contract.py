@@ -20,6 +20,11 @@ EXIT_RENDEZVOUS_TIMEOUT = 75
 EXIT_CONFIG_ERROR = 78
 """EX_CONFIG: retrying cannot help (bad TF_CONFIG, missing data, GPUs not visible...).
 The Job's podFailurePolicy turns this exit code into FailJob."""
+EXIT_PREEMPTED = 79
+"""Told to stop (SIGTERM: eviction, drain, preemption) and saved first: every worker wrote a
+checkpoint at the same step. Never a failure: the Job's podFailurePolicy ignores it, the
+operator and `tflaunch local` restart the group without using a retry. (79: just past
+sysexits.h's range, so it means only this.)"""
 
 # Environment variables set in every worker, by the templates and by `tflaunch local`.
 ENV_TF_CONFIG = "TF_CONFIG"
