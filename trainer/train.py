@@ -23,7 +23,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from launcher.core import contract
-from trainer import data, evaluate
+from trainer import data, evaluate, progress
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
@@ -289,6 +289,8 @@ def run(
         keras.callbacks.BackupAndRestore(
             checkpoint_dir, save_freq=backup_frequency(config.save_freq, config.steps_per_execution)
         ),
+        # The chief's TFLAUNCH_PROGRESS lines (tflaunch local's bar, the operator's status).
+        progress.ProgressCallback(plan.global_batch_size, chief=cluster.is_chief),
     ]
     # CPU workers: no tf.data autotuning and no per-device prefetch (MultiDeviceIterator),
     # whose teardown after fit stalled one worker for ~10 s steps (docs/performance.md).

@@ -16,13 +16,16 @@ from __future__ import annotations
 import re
 
 from launcher.core import contract
+from launcher.core.progress import PROGRESS_LINE_PREFIX
 
 CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 """TensorFlow's C++ log line (absl format): severity, MMDD, time (TF 2.21 prints
 `00:00:<epoch seconds>.<micros>`), thread id, file:line]."""
 CPP_LOG_BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
 """What absl prints, once per TensorFlow library, before its logging is initialized."""
-RECORD_STARTS = ("Traceback ", "Exception in thread ", contract.RESULT_LINE_PREFIX)
+RECORD_STARTS = (
+    "Traceback ", "Exception in thread ", contract.RESULT_LINE_PREFIX, PROGRESS_LINE_PREFIX
+)  # fmt: skip
 """Lines that are not the continuation of a multi-line C++ message, besides trainer lines."""
 
 

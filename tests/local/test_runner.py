@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core import contract
+from launcher.core import contract, progress
 from launcher.core.spec import load_job
 from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 
@@ -163,7 +163,8 @@ def test_two_local_workers_train_in_sync_and_the_console_shows_no_tensorflow_noi
 ):
     run = subprocess.run(
         _tflaunch("--workers", "2", "--epochs", "2", "--data", str(mnist_npz),
-                  "--workdir", str(tmp_path), "--", "--max-test-examples", "256"),
+                  "--workdir", str(tmp_path), "--", "--max-test-examples", "256",
+                  "--steps-per-execution", "2"),
         capture_output=True, text=True, timeout=240, env=_default_env(),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -180,6 +181,24 @@ def test_two_local_workers_train_in_sync_and_the_console_shows_no_tensorflow_noi
     # ... and the full logs keep TensorFlow's own lines.
     full_log = (tmp_path / "logs" / "worker-1.log").read_text()
     assert "[worker 1/2] INFO epoch 2/2" in full_log and CPP_LOG_LINE.search(full_log)
+    assert progress.latest(full_log.splitlines()) is None, "only the chief reports progress"
+    chief_log = (tmp_path / "logs" / "worker-0.log").read_text().splitlines()
+    assert_sane_progress(chief_log, epochs=2, fit_seconds=result["fit_seconds"])
+
+
+def assert_sane_progress(log: list[str], epochs: int, fit_seconds: float) -> None:
+    """The chief's progress lines parse, never go back, end at the last step with ETA 0,
+    and no ETA is wildly off the time training really took."""
+    lines = [p for line in log if (p := progress.parse_line(line)) is not None]
+    assert lines, "no TFLAUNCH_PROGRESS line in the chief's log"
+    positions = [p.position() for p in lines]
+    assert positions == sorted(positions), positions
+    last = lines[-1]
+    assert last.position() == (epochs, last.steps) and last.steps > 0
+    assert last.eta_seconds == 0 and last.loss is not None and last.images_per_sec
+    etas = [p.eta_seconds for p in lines if p.eta_seconds is not None]
+    assert any(eta > 0 for eta in etas), "an ETA before the end"
+    assert all(0 <= eta <= 3 * fit_seconds + 5 for eta in etas), (etas, fit_seconds)
 
 
 @pytest.mark.tf
