@@ -6,10 +6,15 @@ rest of the CLI works without it and says how to install it when it is missing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from launcher.cli.options import cluster_options, connect
 from launcher.core.errors import ExitStatus, TflaunchError
+
+if TYPE_CHECKING:  # prometheus_client: only when --metrics-address is given
+    from launcher.operator.metrics import OperatorMetrics
 
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
 
@@ -39,12 +44,20 @@ class KopfMissing(TflaunchError):
     metavar="URL",
     help="Serve kopf's health endpoint here (for the Deployment's livenessProbe); '' for none.",
 )
+@click.option(
+    "--metrics-address",
+    default="",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics on /metrics here, e.g. 0.0.0.0:8081 (the Deployment's); "
+    "default: none.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every handler call (kopf debug).")
 @cluster_options
 def operator_command(
     namespaces: tuple[str, ...],
     all_namespaces: bool,
     liveness: str,
+    metrics_address: str,
     verbose: bool,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -56,8 +69,9 @@ def operator_command(
     resource's status and events current. Needs the CRD (manifests/operator/crd.yaml).
 
     \b
-    Example:
+    Examples:
       tflaunch operator --all-namespaces
+      tflaunch operator -A --metrics-address 0.0.0.0:8081   # Prometheus: /metrics
     """
     if namespaces and all_namespaces:
         raise click.UsageError("--namespace and --all-namespaces exclude each other")
@@ -67,10 +81,39 @@ def operator_command(
         raise KopfMissing(
             "the operator needs kopf, which is not installed: pip install 'tflaunch[operator]'"
         ) from None
+    metrics = _metrics(metrics_address) if metrics_address else None
     cluster = connect(kubeconfig, kube_context)
     served = list(namespaces) or ([] if all_namespaces else [cluster.namespace])
     _logging(verbose)
-    controller.run(cluster, served, clusterwide=all_namespaces, liveness=liveness or None)
+    if metrics is not None:
+        cluster.error_observers.append(metrics.api_error)
+        try:
+            metrics.serve(metrics_address)
+        except OSError as error:
+            raise click.BadParameter(
+                f"cannot serve metrics on {metrics_address}: {error.strerror or error}; "
+                "choose a free port",
+                param_hint="--metrics-address",
+            ) from None
+    controller.run(
+        cluster, served, clusterwide=all_namespaces, liveness=liveness or None, metrics=metrics
+    )
+
+
+def _metrics(address: str) -> OperatorMetrics:
+    """The metrics registry, checked before anything connects or binds."""
+    try:
+        from launcher.operator.metrics import OperatorMetrics, parse_address
+    except ImportError:
+        raise KopfMissing(
+            "--metrics-address needs prometheus_client, which is not installed: "
+            "pip install 'tflaunch[operator]'"
+        ) from None
+    try:
+        parse_address(address)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--metrics-address") from None
+    return OperatorMetrics()
 
 
 def _logging(verbose: bool) -> None:

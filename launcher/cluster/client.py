@@ -213,6 +213,9 @@ class Cluster:
         self._apis: dict[Any, Any] = {}
         self.outage = Outage(self.server, notify or (lambda _message: None))
         """Shared by every stream of this handle: one message per outage."""
+        self.error_observers: list[Callable[[int], None]] = []
+        """Called with the HTTP status of every failed call (0: no answer), e.g. the
+        operator's API-error metric."""
 
     @property
     def server(self) -> str:
@@ -414,14 +417,20 @@ class Cluster:
         try:
             yield
         except ApiException as error:
+            self._observe_error(error.status or 0)
             if error.status == 0 or error.status is None:
                 raise unreachable(self.server, error.reason or error) from error
             raise translate(
                 error, verb, resource or kind.resource, kind.kind, namespace, name, self.server
             ) from error
         except urllib3.exceptions.HTTPError as error:
+            self._observe_error(0)
             reason = getattr(error, "reason", None) or error
             raise unreachable(self.server, reason) from error
+
+    def _observe_error(self, code: int) -> None:
+        for observe in self.error_observers:
+            observe(code)
 
 
 # --- Responses -----------------------------------------------------------------------------

@@ -16,11 +16,12 @@ which event caused it, or how many: the handlers only say "look at this MultiWor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import kopf
 
@@ -179,17 +180,33 @@ def status_patch(resource: Mapping[str, Any], status: crd.Status) -> dict[str, A
 STATUS_KEYS = frozenset(f.metadata["key"] for f in dataclasses.fields(crd.Status))
 
 
+class Recorder(Protocol):
+    """What the controller reports to (`launcher.operator.metrics.OperatorMetrics`)."""
+
+    def timing(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def reconciled(
+        self,
+        namespace: str,
+        name: str,
+        resource: Mapping[str, Any] | None,
+        new_status: crd.Status | None,
+    ) -> None: ...
+
+
 class Controller:
     """Runs reconciles on kopf's event loop: one at a time per resource, coalesced, requeued.
 
     Args:
         cluster: the API, through `launcher.cluster`.
         emit: posts an event on the resource (kopf.event in the operator; a list in tests).
+        metrics: told how long each reconcile took and what it saw and wrote; None: nothing.
     """
 
-    def __init__(self, cluster: Cluster, emit: Emit) -> None:
+    def __init__(self, cluster: Cluster, emit: Emit, metrics: Recorder | None = None) -> None:
         self.cluster = cluster
         self.emit = emit
+        self.metrics = metrics
         self._running: set[tuple[str, str]] = set()
         self._dirty: set[tuple[str, str]] = set()
         self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -230,7 +247,7 @@ class Controller:
         """One reconcile in a worker thread (the Kubernetes client blocks); the next delay."""
         key = (namespace, name)
         try:
-            outcome = await asyncio.to_thread(reconcile_once, self.cluster, namespace, name)
+            outcome = await asyncio.to_thread(self._timed_reconcile, namespace, name)
         except ReconcileError as error:
             logger.warning("%s/%s: %s; retrying in %.0fs", namespace, name, error,
                            ERROR_RETRY_SECONDS)  # fmt: skip
@@ -246,10 +263,17 @@ class Controller:
             logger.exception("%s/%s: reconcile failed; retrying", namespace, name)
             return ERROR_RETRY_SECONDS
         self._errors.pop(key, None)
+        if self.metrics is not None:
+            self.metrics.reconciled(namespace, name, outcome.resource, outcome.plan.status)
         if outcome.resource is not None:
             for event in outcome.plan.events:
                 self.emit(outcome.resource, event)
         return outcome.plan.requeue_after
+
+    def _timed_reconcile(self, namespace: str, name: str) -> Outcome:
+        timing = self.metrics.timing() if self.metrics is not None else contextlib.nullcontext()
+        with timing:
+            return reconcile_once(self.cluster, namespace, name)
 
     def stop(self) -> None:
         for timer in self._timers.values():
@@ -305,7 +329,12 @@ def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
 
 
 def run(
-    cluster: Cluster, namespaces: Sequence[str], *, clusterwide: bool, liveness: str | None
+    cluster: Cluster,
+    namespaces: Sequence[str],
+    *,
+    clusterwide: bool,
+    liveness: str | None,
+    metrics: Recorder | None = None,
 ) -> None:
     """Run the operator in the foreground (kopf's event loop) until it is stopped.
 
@@ -314,8 +343,9 @@ def run(
         namespaces: serve the MultiWorkerJobs of these namespaces...
         clusterwide: ...or of every namespace.
         liveness: kopf's health endpoint URL (for the Deployment's livenessProbe), or None.
+        metrics: where reconciles are reported (Prometheus, served by the caller), or None.
     """
-    controller = Controller(cluster, kopf_event)
+    controller = Controller(cluster, kopf_event, metrics)
     kwargs: dict[str, Any] = {"clusterwide": True} if clusterwide else {"namespaces": namespaces}
     kopf.run(
         registry=registry,

@@ -8,14 +8,17 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks
 
@@ -26,7 +29,8 @@ SERVICE_ACCOUNT = "tflaunch-operator"
 
 
 def _operator_manifests() -> list[dict[str, Any]]:
-    """RBAC and ServiceAccount as shipped; the Deployment's container cannot run on kwok."""
+    """RBAC, ServiceAccount and the metrics Service as shipped (the server accepts it; no pod
+    backs it); the Deployment's container cannot run on kwok."""
     docs = yaml.safe_load_all((ROOT / "manifests/operator/operator.yaml").read_text())
     return [d for d in docs if d and d["kind"] not in {"Deployment", "NetworkPolicy"}]
 
@@ -54,20 +58,44 @@ def _service_account_kubeconfig(cp: ControlPlane, path: Path) -> Path:
     return path
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class Operator:
     def __init__(self, kubeconfig: Path, log: Path) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log
         self._log = log.open("w")
+        self.metrics_url = f"http://127.0.0.1:{_free_port()}/metrics"
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "launcher", "operator", "-A", "--liveness", "",
-             "--kubeconfig", str(kubeconfig)],
+             "--metrics-address", self.metrics_url.split("/")[2], "--kubeconfig", str(kubeconfig)],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
         )  # fmt: skip
 
     def log(self) -> str:
         return self.log_path.read_text()
+
+    def serving_metrics(self) -> bool:
+        try:
+            self.metric("tflaunch_multiworkerjobs", phase="Running")
+        except OSError:
+            return False
+        return True
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of the operator's /metrics, scraped now as Prometheus would (0 if absent)."""
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return 0.0
 
     def stop(self) -> None:
         self.process.terminate()
@@ -145,6 +173,9 @@ def test_a_failed_worker_restarts_the_whole_group_once(
     control_plane: ControlPlane, operator: Operator, namespace: str
 ) -> None:
     cp = control_plane
+    restarts = "tflaunch_group_restarts_total"
+    eventually(operator.serving_metrics, what="the operator's /metrics", timeout=30)
+    assert operator.metric(restarts, namespace=namespace) == 0
     hooks = pod_hooks(run_for="2s", worker_exit={1: 1}, fail_once=True)
     cp.apply(_mwj("again", namespace, hooks, backoffLimit=2))
     status = eventually(
@@ -152,6 +183,8 @@ def test_a_failed_worker_restarts_the_whole_group_once(
         timeout=120,
     )  # fmt: skip
     assert status["restarts"] == 1, status
+    assert operator.metric(restarts, namespace=namespace) == 1  # scraped: the counter moved
+    assert operator.metric("tflaunch_reconcile_duration_seconds_count") > 0
     job = cp.get("jobs", "-n", namespace)["items"][0]
     env = {
         e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -220,6 +253,8 @@ def test_a_foreign_service_with_the_jobs_name_fails_it_with_name_conflict_and_no
     assert service["spec"]["selector"] == {"app": "someone-else"}, "never adopted"
     assert not service["metadata"].get("ownerReferences")
     assert not cp.get("jobs", "-n", namespace)["items"], "no worker group may start"
+    assert operator.metric("tflaunch_api_errors_total", code="409") >= 1  # the taken name
+    assert operator.metric("tflaunch_multiworkerjobs", phase="Failed") >= 1
     events = eventually(
         lambda: [
             e

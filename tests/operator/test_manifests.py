@@ -94,6 +94,25 @@ def test_the_deployment_runs_one_standalone_operator_with_a_working_liveness_pro
     assert context.params["all_namespaces"] is True
 
 
+def test_the_metrics_service_reaches_the_port_the_operator_serves_metrics_on():
+    deployment = _one("Deployment")
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    context = operator_command.make_context("operator", list(container["args"]))
+    port = int(context.params["metrics_address"].rsplit(":", 1)[1])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == port
+    service = _one("Service")
+    assert service["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    selector = service["spec"]["selector"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["name"] == "metrics" and service_port["targetPort"] == "metrics"
+    (policy,) = [d for d in _documents() if d["kind"] == "NetworkPolicy"]
+    allowed = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert port in allowed
+
+
 def test_the_service_account_is_the_one_bound_to_the_role():
     binding = _one("ClusterRoleBinding")
     account = _one("ServiceAccount")
