@@ -75,3 +75,18 @@ MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.n
 MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 ENV_MNIST_URL = "TFLAUNCH_MNIST_URL"
 """Overrides MNIST_URL for `tflaunch local` (a mirror; file:// works)."""
+
+# The worker wrapper (`python -m trainer.run -- CMD ARGS...`, the container's entrypoint) runs
+# the preflight, then the program with these set (docs/own-training.md).
+ENV_CHECKPOINT_DIR = "TFLAUNCH_CHECKPOINT_DIR"
+"""Shared by all workers and kept across group restarts: where BackupAndRestore writes."""
+ENV_MODEL_DIR = "TFLAUNCH_MODEL_DIR"
+"""Where the chief writes the trained model and anything else to keep."""
+ENV_WORKER_INDEX_PUBLIC = "TFLAUNCH_WORKER_INDEX"
+"""This worker's task index in TF_CONFIG (0 is the chief)."""
+ENV_NUM_WORKERS = "TFLAUNCH_NUM_WORKERS"
+"""How many workers the group has (TF_CONFIG's cluster.worker length, 1 without it)."""
+WRAPPER_MODULE = "trainer.run"
+"""`python -m trainer.run [OPTIONS] -- CMD ARGS...`: the entrypoint of every worker."""
+BUILTIN_TRAINER = ("python", "-m", "trainer")
+"""The command the wrapper runs when a spec names none: the built-in MNIST trainer."""

@@ -1,0 +1,376 @@
+"""`python -m trainer.run [OPTIONS] -- CMD ARGS...`: every worker's entrypoint, any program.
+
+The wrapper gives a user's own training program the guarantees the built-in trainer has:
+before the program starts, TF_CONFIG is checked (and against the pod's completion index),
+the promised GPUs are checked, and every peer must answer within --rendezvous-timeout,
+else the worker fails with one line naming what is wrong and the contract's exit code
+(78 never retried, 75 retried). Then the program runs as a child with TF_CONFIG untouched
+and the documented environment (`launcher.core.contract`, docs/own-training.md); SIGTERM
+and SIGINT are forwarded to it, and its exit is mapped to the contract: 0, 78 and 79 pass
+through, anything else (a traceback's 1, a signal) becomes 1, which restarts the group.
+Optionally a stall watchdog that needs no cooperation: no output and no checkpoint written
+for --stall-timeout seconds stops the program and exits 1.
+
+TensorFlow is never imported here: the GPU check runs in a short-lived child
+(`trainer.devicecheck`) so the wrapper holds neither TensorFlow's memory nor a CUDA context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import IO, NoReturn
+
+from launcher.core import contract
+from trainer import logs, preflight
+from trainer.errors import ConfigError, TrainerError
+from trainer.watchdog import Watchdog
+
+log = logging.getLogger("tflaunch.worker")
+
+STOP_GRACE_SECONDS = 20.0
+"""How long a stalled program gets between SIGTERM and SIGKILL."""
+CHECKPOINT_POLL_SECONDS = 5.0
+PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contract.EXIT_PREEMPTED})
+"""The program's exit codes the wrapper returns as they are; everything else becomes 1."""
+_CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
+"""TensorFlow's C++ log lines: never the program's own last word."""
+_PR_SET_PDEATHSIG = 1
+
+
+class _UsageError(ConfigError):
+    """A wrapper flag argparse refused."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"bad worker wrapper flag: {message}; see `{self.prog} --help`")
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=f"python -m {contract.WRAPPER_MODULE}",
+        description=(
+            "Run a TensorFlow training program as one worker of a tflaunch group: check "
+            "TF_CONFIG, GPUs and peers first, then run CMD with the tflaunch environment.\n"
+            "Example: python -m trainer.run --expect-gpus 0 -- python train.py --epochs 3"
+        ),
+        epilog=(
+            f"Exit codes: {contract.EXIT_OK} done; {contract.EXIT_CONFIG_ERROR} configuration "
+            f"error (the wrapper's or the program's; never retried); "
+            f"{contract.EXIT_RENDEZVOUS_TIMEOUT} peers never came; {contract.EXIT_PREEMPTED} "
+            f"the program was preempted and saved; {contract.EXIT_TRANSIENT} anything else "
+            "(the group is restarted)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--expect-gpus",
+        type=int,
+        metavar="N",
+        help="fail (78) unless N GPUs are visible; 0 = CPU only, TensorFlow does not "
+        "initialize CUDA (default: no check)",
+    )
+    parser.add_argument(
+        "--rendezvous-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for every peer to be reachable (default: 300)",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop the program and exit 1 when it writes no output and no checkpoint for "
+        "this long; 0 = off (default: 0)",
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        default=env.get(contract.ENV_CHECKPOINT_DIR) or None,
+        metavar="DIR",
+        help=f"exported as ${contract.ENV_CHECKPOINT_DIR} (default: its current value)",
+    )
+    parser.add_argument(
+        "--model-dir",
+        default=env.get(contract.ENV_MODEL_DIR) or None,
+        metavar="DIR",
+        help=f"exported as ${contract.ENV_MODEL_DIR} (default: its current value)",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    return parser
+
+
+def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespace:
+    """Parse the wrapper's flags; the command is everything after `--`."""
+    args = build_parser(env).parse_args(list(argv))
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise _UsageError(
+            f"no program to run; usage: python -m {contract.WRAPPER_MODULE} [OPTIONS] "
+            "-- CMD ARGS..."
+        )
+    if args.expect_gpus is not None and args.expect_gpus < 0:
+        raise _UsageError(f"--expect-gpus must be >= 0, got {args.expect_gpus}")
+    if args.rendezvous_timeout <= 0 or args.stall_timeout < 0:
+        raise _UsageError("--rendezvous-timeout must be > 0 and --stall-timeout >= 0")
+    args.command = command
+    return args
+
+
+def program_env(
+    env: MutableMapping[str, str], cluster: preflight.Cluster, args: argparse.Namespace
+) -> dict[str, str]:
+    """The program's environment: ours (TF_CONFIG untouched) plus the tflaunch contract."""
+    child = dict(env)
+    child.setdefault(contract.ENV_LEGACY_KERAS, "1")  # the user's own choice wins
+    child.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if contract.debug_requested(env) else "1")
+    if args.expect_gpus == 0:
+        child.setdefault(preflight.ENV_ENABLED_DEVICE_TYPES, "CPU")
+    child.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log (and the watchdog) at once
+    child.setdefault(contract.ENV_RESTARTS, "0")
+    child[contract.ENV_WORKER_INDEX_PUBLIC] = str(cluster.index)
+    child[contract.ENV_NUM_WORKERS] = str(cluster.num_workers)
+    for name, directory in (
+        (contract.ENV_CHECKPOINT_DIR, args.checkpoint_dir),
+        (contract.ENV_MODEL_DIR, args.model_dir),
+    ):
+        if directory:
+            child[name] = directory
+            with contextlib.suppress(OSError):  # the program reports it if it cannot write
+                Path(directory).mkdir(parents=True, exist_ok=True)
+    return child
+
+
+def map_exit(returncode: int) -> int:
+    """The contract's exit code for the program's: 0/78/79 pass, all else (signals) is 1."""
+    return returncode if returncode in PASSED_THROUGH else contract.EXIT_TRANSIENT
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited {returncode}"
+
+
+def check_devices(expect_gpus: int | None, label: str) -> None:
+    """The GPU check, in a short-lived child that imports TensorFlow (none when CPU only).
+
+    Raises:
+        ConfigError: fewer GPUs are visible (the child logged the details).
+    """
+    if not expect_gpus:
+        return
+    code = subprocess.call(
+        [sys.executable, "-m", "trainer.devicecheck", str(expect_gpus), label],
+        stdin=subprocess.DEVNULL,
+    )
+    if code == contract.EXIT_CONFIG_ERROR:
+        raise ConfigError(f"{label}: the GPU check failed (see the line above); not starting")
+    if code != contract.EXIT_OK:
+        raise TrainerError(f"{label}: the GPU check crashed (exit {code}); not starting")
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the wrapper dies, so no program outlives
+    a wrapper that was itself SIGKILLed (Linux; elsewhere a no-op)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
+class Program:
+    """The user's program as a child in its own process group, its output passed through.
+
+    Every chunk of output is a heartbeat for the stall watchdog; the last line that is not
+    TensorFlow's C++ logging is kept, to say why the program failed.
+    """
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
+        self._watchdog = watchdog
+        self.last_line = ""
+        try:
+            self.process = subprocess.Popen(
+                list(command), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
+            raise ConfigError(
+                f"cannot start {command[0]!r}: {e.strerror}; check spec.command (and that "
+                "the image has it on PATH)"
+            ) from None
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True)
+            for src, dst in (
+                (self.process.stdout, sys.stdout.buffer),
+                (self.process.stderr, sys.stderr.buffer),
+            )
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    def _pump(self, source: IO[bytes], sink: IO[bytes]) -> None:
+        partial = b""
+        for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
+            self._watchdog.beat()
+            with contextlib.suppress(OSError, ValueError):
+                sink.write(chunk)
+                sink.flush()
+            partial += chunk
+            *lines, partial = partial.split(b"\n")
+            self._remember(lines)
+            partial = partial[-4096:]
+        self._remember([partial])
+        source.close()
+
+    def _remember(self, lines: Sequence[bytes]) -> None:
+        for raw in lines:
+            text = raw.rstrip(b"\r").split(b"\r")[-1].strip()
+            if text and not _CPP_LOG_LINE.match(text):
+                self.last_line = text.decode(errors="replace")[:500]
+
+    def signal(self, sig: int) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, sig)
+
+    def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """SIGTERM the program's process group; SIGKILL it after `grace` seconds."""
+        self.signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.process.wait()
+
+    def finish(self) -> int:
+        """The exit status once the output is drained."""
+        code = self.process.wait()
+        for pump in self._pumps:
+            pump.join(timeout=5.0)
+        return code
+
+
+def newest_mtime(directory: str | None) -> float:
+    """The newest modification time under `directory` (0 when absent or empty)."""
+    if not directory:
+        return 0.0
+    newest = 0.0
+    for root, dirs, files in os.walk(directory):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
+    return newest
+
+
+class _Stopped(Exception):
+    """SIGTERM/SIGINT arrived before the program started."""
+
+
+def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
+              checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
+    """Wait for the program, forwarding signals; stop it when the watchdog fires."""
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        log.info("%s received: passing it to the program", signal.Signals(signum).name)
+        program.signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    if stall_timeout:
+        watchdog.arm("the program (no output, no checkpoint written)", stall_timeout)
+    seen_checkpoint = newest_mtime(checkpoint_dir)
+    scan_every = min(CHECKPOINT_POLL_SECONDS, stall_timeout / 4)
+    next_scan = time.monotonic() + scan_every
+    while True:
+        try:
+            program.process.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if stalled.is_set():
+            program.stop()
+            program.finish()
+            return contract.EXIT_TRANSIENT
+        if stall_timeout and time.monotonic() >= next_scan:
+            latest = newest_mtime(checkpoint_dir)
+            if latest > seen_checkpoint:
+                seen_checkpoint = latest
+                watchdog.beat()
+            next_scan = time.monotonic() + scan_every
+    watchdog.disarm()
+    code = program.finish()
+    mapped = map_exit(code)
+    if code == contract.EXIT_OK:
+        log.info("the program finished")
+    elif code == contract.EXIT_PREEMPTED:
+        log.info("the program was preempted and saved (exit %d)", code)
+    else:
+        then = (
+            "a configuration error, not retried"
+            if mapped == contract.EXIT_CONFIG_ERROR
+            else f"exiting {mapped}: the group restarts"
+        )
+        if program.last_line:
+            log.error("%s (the program %s; %s)", program.last_line, describe_exit(code), then)
+        else:
+            log.error("the program %s (%s)", describe_exit(code), then)
+    return mapped
+
+
+def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
+    """The wrapper without error handling: preflight, then the program."""
+    args = parse_args(argv, env)
+    cluster = preflight.parse_tf_config(env.get(contract.ENV_TF_CONFIG))
+    logs.configure(cluster.label, contract.debug_requested(env))
+    preflight.check_worker_index(cluster, env.get(contract.ENV_WORKER_INDEX))
+    check_devices(args.expect_gpus, cluster.label)
+    preflight.rendezvous(cluster, args.rendezvous_timeout)
+    child_env = program_env(env, cluster, args)
+    log.info("starting %s", " ".join(args.command))
+    stalled = threading.Event()
+    watchdog = Watchdog(exit_fn=lambda code: stalled.set())
+    try:
+        program = Program(args.command, child_env, watchdog)
+        return supervise(program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout)
+    finally:
+        watchdog.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Map every failure of the wrapper itself to one ERROR line and the contract's code."""
+
+    def stop_early(signum: int, frame: FrameType | None) -> None:
+        raise _Stopped(signal.Signals(signum).name)
+
+    # As a container's PID 1, a signal without a handler would be ignored.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop_early)
+    logs.configure("worker ?", contract.debug_requested(os.environ))
+    try:
+        return run(sys.argv[1:] if argv is None else argv, os.environ)
+    except TrainerError as e:
+        log.error("%s", e)
+        return e.exit_code
+    except _Stopped as e:
+        log.error("%s before the program started; exiting %d", e, contract.EXIT_TRANSIENT)
+        return contract.EXIT_TRANSIENT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
