@@ -1,5 +1,5 @@
-"""The commands that follow a job on a cluster: submit, status, logs, delete, list (and
-`wait`, from `launcher.cli.wait_cmd`).
+"""The commands that change or follow a job on a cluster: submit, logs, delete (and `wait`,
+from `launcher.cli.wait_cmd`; `status` and `list` are in `launcher.cli.get_cmds`).
 
 Each command parses its flags, asks `launcher.cluster` for plain objects, hands them to the
 pure reader `launcher.cluster.status` and prints the result. Errors are raised, never
@@ -11,7 +11,7 @@ takes half a second to import, and `tflaunch render` must not pay for it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -25,7 +25,6 @@ from launcher.cli.options import (
     with_spec,
 )
 from launcher.cli.wait_cmd import not_found, wait_command, wait_for_job, wait_options
-from launcher.cli.wait_cmd import now as utc_now
 from launcher.cluster import status
 from launcher.core import render
 from launcher.core.errors import ExitStatus, NotFound
@@ -51,15 +50,6 @@ def parse_duration(text: str, flag: str) -> int:
         )
     hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return hours * 3600 + minutes * 60 + seconds
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        lines.append("   ".join(cells).rstrip())
-    return "\n".join(lines)
 
 
 # --- submit --------------------------------------------------------------------------------
@@ -124,54 +114,6 @@ def submit_command(
         err=True,
     )
     return ExitStatus.SUCCESS
-
-
-# --- status --------------------------------------------------------------------------------
-
-
-@click.command("status")
-@click.argument("name")
-@namespace_option
-@cluster_options
-def status_command(
-    name: str, namespace: str | None, kubeconfig: str | None, kube_context: str | None
-) -> None:
-    """Show each worker of job NAME (pod, phase, node, restarts, why not running) and the
-    job's condition.
-
-    \b
-    Example:
-      tflaunch status mnist -n ml
-    """
-    cluster = connect(kubeconfig, kube_context)
-    from launcher.cluster import find
-
-    ns = namespace or cluster.namespace
-    found = find.job_objects(cluster, name, ns)
-    if not found.jobs and not found.pods:
-        raise not_found(name, ns)
-    summary = status.summarize(name, ns, found.jobs, found.pods)
-    current = utc_now()
-    click.echo(
-        f"job {name} in namespace {ns}: {summary.state}, {summary.running}/{summary.expected} "
-        f"workers running, {summary.layout} layout, age {status.age(summary.created, current)}"
-    )
-    rows = [["WORKER", "POD", "PHASE", "NODE", "RESTARTS", "AGE", "REASON"]]
-    for w in summary.workers:
-        rows.append(
-            [
-                str(w.index),
-                w.pod or "-",
-                w.phase,
-                w.node or "-",
-                str(w.restarts),
-                status.age(w.created, current),
-                w.reason or "",
-            ]
-        )
-    click.echo(_table(rows))
-    if summary.condition:
-        click.echo(f"condition: {summary.condition}")
 
 
 # --- logs ----------------------------------------------------------------------------------
@@ -276,50 +218,4 @@ def delete_command(
         click.echo(f"{_kind(kind)}/{obj_name} deleted")
 
 
-# --- list ----------------------------------------------------------------------------------
-
-
-@click.command("list")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Jobs of every namespace.")
-@namespace_option
-@cluster_options
-def list_command(
-    all_namespaces: bool, namespace: str | None, kubeconfig: str | None, kube_context: str | None
-) -> None:
-    """List the jobs tflaunch manages in a namespace (or all), with state and age.
-
-    \b
-    Example:
-      tflaunch list -A
-    """
-    if all_namespaces and namespace:
-        raise click.UsageError("-A/--all-namespaces and -n/--namespace cannot be combined")
-    cluster = connect(kubeconfig, kube_context)
-    from launcher.cluster import find
-
-    ns = namespace or cluster.namespace
-    groups = status.group_jobs(find.managed_jobs(cluster, ns, all_namespaces=all_namespaces))
-    if not groups:
-        where = "any namespace" if all_namespaces else f"namespace {ns}"
-        click.echo(f"no tflaunch jobs in {where}", err=True)
-        return
-    current = utc_now()
-    header = ["NAME", "LAYOUT", "WORKERS", "STATE", "AGE"]
-    rows = [["NAMESPACE", *header] if all_namespaces else header]
-    for (job_ns, job_name), jobs in groups.items():
-        state, _ = status.jobs_state(jobs)
-        summary = status.summarize(job_name, job_ns, jobs, [])
-        row = [job_name, summary.layout, str(summary.expected), state]
-        row.append(status.age(summary.created, current))
-        rows.append([job_ns, *row] if all_namespaces else row)
-    click.echo(_table(rows))
-
-
-COMMANDS = (
-    submit_command,
-    status_command,
-    logs_command,
-    wait_command,
-    delete_command,
-    list_command,
-)
+COMMANDS = (submit_command, logs_command, wait_command, delete_command)

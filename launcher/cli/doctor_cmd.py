@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import click
 
+from launcher.cli import output
 from launcher.cli.options import (
     cluster_options,
     connect,
@@ -42,11 +43,13 @@ def _mark(outcome: str) -> str:
     type=click.Path(dir_okay=False),
     help="Check the room for this (not yet submitted) spec instead of a live job.",
 )
+@output.output_option(output.DOCUMENT_FORMATS)
 @namespace_option
 @cluster_options
 def doctor_command(
     name: str | None,
     spec_file: str | None,
+    fmt: str | None,
     namespace: str | None,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -60,6 +63,7 @@ def doctor_command(
     Examples:
       tflaunch doctor mnist -n ml
       tflaunch doctor -f examples/mnist.yaml
+      tflaunch doctor mnist -o json | jq '.checks[] | select(.outcome == "fail")'
     """
     if name and spec_file:
         raise click.UsageError("give a job NAME or --spec, not both")
@@ -109,7 +113,9 @@ def doctor_command(
             )
         )
         results.append(checks.check_tf_config(found.pods, needs.workers if needs else None))
-    for check in results:
+    if fmt:
+        click.echo(output.dump(output.doctor_document(results, ns, name), fmt))
+    for check in [] if fmt else results:
         click.echo(f"{_mark(check.outcome)} {check.name}: {check.detail}")
         if check.fix:
             click.echo(f"    fix: {check.fix}")

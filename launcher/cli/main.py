@@ -3,8 +3,8 @@
 `main()` (through `run()`) is the only place that turns an exception into a message and an
 exit code; `cli` (the click group) is the program without error handling, as in httpie's
 core. The commands live in one module per family: `spec_cmds` (render, tfconfig, validate),
-`local_cmd`, `cluster_cmds` (submit, status, logs, wait, delete, list), `doctor_cmd` and
-`operator_cmd`; `options` holds the flags they share.
+`local_cmd`, `cluster_cmds` (submit, logs, wait, delete), `get_cmds` (status, list),
+`doctor_cmd` and `operator_cmd`; `options` holds the flags they share.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_cmds, doctor_cmd, local_cmd, operator_cmd, spec_cmds
+from launcher.cli import cluster_cmds, doctor_cmd, get_cmds, local_cmd, operator_cmd, spec_cmds
 from launcher.cli.options import program_name
 from launcher.core.errors import ExitStatus, TflaunchError
 
@@ -79,6 +79,6 @@ def main() -> None:
     sys.exit(run())
 
 
-for family in (spec_cmds, local_cmd, cluster_cmds, doctor_cmd, operator_cmd):
+for family in (spec_cmds, local_cmd, cluster_cmds, get_cmds, doctor_cmd, operator_cmd):
     for command in family.COMMANDS:
         cli.add_command(command)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from launcher.cli import output
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
@@ -65,24 +66,36 @@ def wait_options(func: F) -> F:
 @click.command("wait")
 @click.argument("name")
 @wait_options
+@output.output_option()
 @namespace_option
 @cluster_options
 def wait_command(
     name: str,
     timeout: float | None,
     pending_warning: float,
+    fmt: str | None,
     namespace: str | None,
     kubeconfig: str | None,
     kube_context: str | None,
 ) -> int:
     """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
 
+    With -o, the job's final status is printed on stdout as `status -o` prints it (also when
+    it failed or the wait timed out; the exit code still says which).
+
     \b
-    Example:
+    Examples:
       tflaunch wait mnist --timeout 3600
+      tflaunch wait mnist -o json > result.json
     """
     cluster = connect(kubeconfig, kube_context)
-    return wait_for_job(cluster, name, namespace or cluster.namespace, timeout, pending_warning)
+
+    def print_result(summary: status.JobStatus) -> None:
+        click.echo(output.render([summary], fmt, now(), single=True))
+
+    ns = namespace or cluster.namespace
+    on_result = print_result if fmt else None
+    return wait_for_job(cluster, name, ns, timeout, pending_warning, on_result=on_result)
 
 
 class _Progress:
@@ -163,8 +176,15 @@ def wait_for_job(
     namespace: str,
     timeout: float | None,
     pending_warning: float,
+    *,
+    on_result: Callable[[status.JobStatus], None] | None = None,
 ) -> int:
-    """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure."""
+    """Watch the job's Jobs and Pods; report progress, restarts and stalls; raise on failure.
+
+    `on_result` receives the job's final status (succeeded, failed or at the timeout) before
+    this returns or raises.
+    """
+    report = on_result or (lambda _summary: None)
     from launcher.cluster import find, watch
     from launcher.cluster.retry import retrying
 
@@ -206,14 +226,19 @@ def wait_for_job(
             progress.show(line, line.rpartition(", ")[0])
             if summary.state == "Succeeded":
                 progress.say(f"job {name} succeeded in {status.duration(elapsed)}")
+                report(summary)
                 return ExitStatus.SUCCESS
             if summary.state == "Failed":
                 # The Pod watch may lag the Job's: read the pods once more for the culprit.
                 final = retrying(lambda: find.job_objects(cluster, name, namespace), cluster.outage)
                 jobs = final.jobs or objects.jobs
                 summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
+                progress.clear()
+                report(summary)
                 raise JobFailed(status.failure_message(summary))
             if timeout is not None and elapsed > timeout:
+                progress.clear()
+                report(summary)
                 raise WaitTimeout(
                     f"job {name} did not finish within {status.duration(timeout)} ({line}); it "
                     f"keeps running: {program_name()} status {name} -n {namespace}"

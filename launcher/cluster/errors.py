@@ -99,6 +99,8 @@ def translate(
             short=f"{status} {error.reason or ''}".strip(),
             retry_after=_retry_after(error),
         )
+    elif status == 400:  # a malformed request, e.g. a label selector: the caller's input
+        result = Invalid(f"the API server refused to {verb} {resource}{where}: {message} (400)")
     elif status == 409:
         result = Conflict(f"{what}{where}: {message or 'conflict'} (409)")
     elif status == 422:

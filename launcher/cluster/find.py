@@ -50,12 +50,24 @@ def job_objects(cluster: Cluster, name: str, namespace: str | None = None) -> Jo
 
 
 def managed_jobs(
-    cluster: Cluster, namespace: str | None = None, *, all_namespaces: bool = False
+    cluster: Cluster,
+    namespace: str | None = None,
+    *,
+    all_namespaces: bool = False,
+    selector: str | None = None,
 ) -> list[Obj]:
-    """Every Job tflaunch manages in a namespace (or all); group them by `labels.JOB_NAME`."""
+    """Every Job tflaunch manages in a namespace (or all), narrowed by a label `selector`
+    (`list -l`: kubectl's syntax, evaluated by the API server); group them by
+    `labels.JOB_NAME`."""
     return cluster.list_objects(
-        "Job", namespace, labels.managed_selector_string(), all_namespaces=all_namespaces
+        "Job", namespace, managed_selector(selector), all_namespaces=all_namespaces
     )
+
+
+def managed_selector(selector: str | None = None) -> str:
+    """tflaunch's own Jobs, and of those the ones `selector` picks (the server ANDs them)."""
+    managed = labels.managed_selector_string()
+    return f"{managed},{selector}" if selector and selector.strip() else managed
 
 
 def job_events(cluster: Cluster, job: str, namespace: str | None = None) -> list[Obj]:

@@ -57,6 +57,10 @@ class JobStatus:
     """The Jobs' decisive condition, e.g. `Failed: PodFailurePolicy: ...`, `Complete`."""
     created: datetime.datetime | None = None
     jobs: tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The labels every one of its Jobs carries (what `list -l` selects on)."""
+    active: int | None = None
+    """Active pods as the Jobs count them, when the pods themselves were not read (`list`)."""
 
     @property
     def running(self) -> int:
@@ -98,7 +102,28 @@ def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj
         condition=condition,
         created=created,
         jobs=tuple(sorted(j["metadata"]["name"] for j in jobs)),
+        labels=common_labels(jobs),
     )
+
+
+def overview(name: str, namespace: str, jobs: Sequence[Obj]) -> JobStatus:
+    """A job's status from its Jobs alone (`tflaunch list` reads no pods): no workers, the
+    state from the Jobs' conditions and counts, `active` from their status."""
+    state, condition = jobs_state(jobs)
+    active = sum(int((j.get("status") or {}).get("active") or 0) for j in jobs)
+    summary = summarize(name, namespace, jobs, [])
+    return dataclasses.replace(summary, state=state, condition=condition, workers=(), active=active)
+
+
+def overviews(jobs: Iterable[Obj]) -> list[JobStatus]:
+    """`overview` of every tflaunch job among `jobs`, in (namespace, name) order."""
+    return [overview(name, ns, group) for (ns, name), group in group_jobs(jobs).items()]
+
+
+def common_labels(jobs: Sequence[Obj]) -> dict[str, str]:
+    """The labels (key and value) shared by all `jobs`."""
+    sets = [set(((j.get("metadata") or {}).get("labels") or {}).items()) for j in jobs]
+    return dict(sorted(set.intersection(*sets))) if sets else {}
 
 
 def jobs_state(jobs: Sequence[Obj]) -> tuple[State, str | None]:
