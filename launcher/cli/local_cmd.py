@@ -12,7 +12,7 @@ import click
 
 from launcher.cli.options import spec_options, with_spec
 from launcher.core import contract
-from launcher.core.spec import MultiWorkerJob
+from launcher.core.spec import MultiWorkerJob, own_program
 
 
 def split_trainer_args(
@@ -54,7 +54,7 @@ def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., A
     help="Show TensorFlow's own log lines (C++ warnings, INFO) on the console too; they are "
     f"always in WORKDIR/logs/. Same as {contract.ENV_LOG_LEVEL}={contract.LOG_LEVEL_DEBUG}.",
 )
-@click.argument("trainer_args", nargs=-1, metavar="[-- TRAINER_ARGS...]")
+@click.argument("trainer_args", nargs=-1, metavar="[-- PROGRAM_ARGS...]")
 @_trainer_args_after_double_dash
 @with_spec
 def local_command(
@@ -66,8 +66,11 @@ def local_command(
 ) -> None:
     """Train on this machine: the job's workers as local processes, same TF_CONFIG builder.
 
-    A failed worker restarts the whole group, resuming from the checkpoint, up to
-    spec.backoffLimit times. Needs the trainer extra: pip install 'tflaunch[trainer]'.
+    Every worker runs through the worker wrapper, as in a pod: preflight, then the built-in
+    MNIST trainer or your own program (--script FILE, or spec.command); words after `--`
+    go to that program. A failed worker restarts the whole group, resuming from the
+    checkpoint, up to spec.backoffLimit times. Needs the trainer extra: pip install
+    'tflaunch[trainer]'.
 
     \b
     Examples:
@@ -75,6 +78,7 @@ def local_command(
       tflaunch local examples/mnist.yaml --data ~/mnist.npz --epochs 1
       tflaunch local --workers 2 -- --max-train-examples 6000
       tflaunch local --verbose              # TensorFlow's own log lines too
+      tflaunch local --script train.py --workers 2 -- --epochs 2   # your own program
     """
     from launcher.local import dataset, runner
 
@@ -82,15 +86,28 @@ def local_command(
         raise click.BadParameter(
             f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
         )
-    data = dataset.resolve_mnist(data, os.environ)
+    own = own_program(job.spec)
+    if not own:  # a program of the user's brings its own data
+        data = dataset.resolve_mnist(data, os.environ)
     workdir = workdir or Path("tflaunch-runs") / job.name
+    if job.spec.script is not None:
+        what = f"your script {job.spec.script.name}"
+    elif own:
+        what = "your program " + " ".join(job.spec.command)
+    else:
+        what = f"global batch {job.spec.trainer.global_batch_size}"
     click.echo(
-        f"tflaunch: {job.name}: {job.spec.workers} local worker(s), "
-        f"global batch {job.spec.trainer.global_batch_size}, workdir {workdir} "
+        f"tflaunch: {job.name}: {job.spec.workers} local worker(s), {what}, workdir {workdir} "
         f"(full worker logs in {runner.LocalPaths(workdir).logs_dir})"
     )
     verbose = verbose or contract.debug_requested(os.environ)
     result = runner.run_local(job, workdir, data, trainer_args, write=click.echo, verbose=verbose)
+    if own:
+        click.echo(
+            f"tflaunch: {job.name} succeeded on all {job.spec.workers} worker(s): "
+            f"restarts={result.get('restarts')}; model dir {result.get('model_dir')}"
+        )
+        return
     click.echo(
         f"tflaunch: {job.name} succeeded: test_accuracy={result.get('test_accuracy'):.4f} "
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -33,6 +35,7 @@ SPEC_FLAGS: dict[str, str] = {
     "epochs": "spec.trainer.epochs",
     "global_batch_size": "spec.trainer.globalBatchSize",
     "steps_per_epoch": "spec.trainer.stepsPerEpoch",
+    "script": "spec.script",
 }
 
 
@@ -50,6 +53,11 @@ def spec_options(func: F) -> F:
         click.option("--global-batch-size", type=int, help="Global batch (all replicas)."),
         click.option("--steps-per-epoch", type=int, help="Cap on steps per epoch."),
         click.option(
+            "--script", metavar="FILE",
+            help="Run your own training script (one file, at most 1 MiB) instead of the "
+            "built-in MNIST trainer; mounted from a ConfigMap on a cluster.",
+        ),
+        click.option(
             "--set", "assignments", multiple=True, metavar="PATH=VALUE",
             help="Set any spec field, e.g. --set spec.trainer.stepsPerEpoch=100 (repeatable).",
         ),
@@ -64,6 +72,11 @@ def job_from_options(
 ) -> MultiWorkerJob:
     """Load SPEC (or the embedded default), apply --set, then the dedicated flags."""
     overrides = [parse_assignment(a) for a in assignments]
+    if flags.get("script") is not None:  # relative to where the user is, not to SPEC
+        if spec_file is None and flags.get("name") is None:  # train_mnist.py -> train-mnist
+            stem = re.sub(r"[^a-z0-9]+", "-", Path(flags["script"]).stem.lower()).strip("-")
+            flags["name"] = stem if re.match(r"^[a-z]", stem) else f"job-{stem}".rstrip("-")
+        flags["script"] = os.path.abspath(flags["script"])
     overrides += [(SPEC_FLAGS[k], v) for k, v in flags.items() if k in SPEC_FLAGS and v is not None]
     return load_job(spec_file, overrides)
 

@@ -77,6 +77,7 @@ KINDS: dict[str, Kind] = {
         Kind("Job", "batch/v1", "jobs", client.BatchV1Api, "job"),
         Kind("Pod", "v1", "pods", client.CoreV1Api, "pod"),
         Kind("Service", "v1", "services", client.CoreV1Api, "service"),
+        Kind("ConfigMap", "v1", "configmaps", client.CoreV1Api, "config_map"),
         Kind(
             "NetworkPolicy",
             "networking.k8s.io/v1",

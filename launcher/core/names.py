@@ -35,3 +35,9 @@ def network_policy_name(job: str) -> str:
 def worker_fqdn(job: str, index: int, namespace: str, cluster_domain: str) -> str:
     """Worker `index`'s DNS name from the headless Service: `<host>.<svc>.<ns>.svc.<domain>`."""
     return f"{worker_hostname(job, index)}.{service_name(job)}.{namespace}.svc.{cluster_domain}"
+
+
+def script_config_map_name(job: str, digest: str) -> str:
+    """The ConfigMap that holds spec.script; `digest` (of its content) is part of the name,
+    so an edited script changes the pod template, and the ConfigMap can be immutable."""
+    return f"{job}-script-{digest[:10]}"

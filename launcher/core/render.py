@@ -8,6 +8,7 @@ parsed back and checked for apiVersion/kind/metadata.name.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -17,7 +18,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from launcher.core import contract, labels, limits, names, tfconfig, workload
+from launcher.core import contract, labels, limits, names, script, tfconfig, workload
 from launcher.core.errors import RenderError
 from launcher.core.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 
@@ -88,6 +89,8 @@ def render(job: MultiWorkerJob) -> list[K8sObject]:
     """Every object of `job`, in apply order: Service, NetworkPolicy, Job(s)."""
     context = _job_context(job)
     objects = [_render_one("service.yaml.j2", context)]
+    if job.spec.script is not None:
+        objects.append(_render_one("configmap.yaml.j2", context))
     if job.spec.network_policy:
         objects.append(_render_one("networkpolicy.yaml.j2", context))
     if job.spec.layout == "indexed":
@@ -121,8 +124,25 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "peer_ports": _peer_ports(job),
         "egress_blocks": _egress_blocks(job),
         "resources": _resources(job),
-        "trainer_args": workload.trainer_args(job, *workload.pod_paths(job)),
+        **_container_command(job),
+        "script_mount": script.MOUNT_PATH,
+        "config_map_name": _script_config_map_name(job),
     }
+
+
+def _script_config_map_name(job: MultiWorkerJob) -> str | None:
+    source = job.spec.script
+    if source is None:
+        return None
+    digest = hashlib.sha256(f"{source.name}\0{source.source}".encode()).hexdigest()
+    return names.script_config_map_name(job.name, digest)
+
+
+def _container_command(job: MultiWorkerJob) -> dict[str, list[str]]:
+    """The container runs the worker wrapper (its command), which runs the program (args)."""
+    argv = workload.worker_argv(job, *workload.pod_paths(job))
+    wrapper = 3  # python -m trainer.run
+    return {"container_command": argv[:wrapper], "container_args": argv[wrapper:]}
 
 
 def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from launcher.core import labels, limits, schemas, typed
+from launcher.core import script as script_file
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
 from launcher.core.yamldoc import default_document as default_document
@@ -103,6 +105,14 @@ class TrainerArgs:
 
 
 @dataclasses.dataclass(frozen=True)
+class Script:
+    """One file of your own (at most 1 MiB), mounted read-only into every worker."""
+
+    name: str = _field("name", "File name, e.g. train.py.")
+    source: str = _field("source", "The file's text.")
+
+
+@dataclasses.dataclass(frozen=True)
 class Checkpoint:
     """Where checkpoints and the final model live. Resume after a restart needs a PVC."""
 
@@ -163,7 +173,40 @@ class JobSpec:
         "with its literal TF_CONFIG.",
         "indexed",
     )
-    trainer: TrainerArgs = _field("trainer", "Trainer arguments.", factory=TrainerArgs)
+    trainer: TrainerArgs = _field(
+        "trainer",
+        "Arguments of the built-in MNIST trainer (not with spec.command or spec.script).",
+        factory=TrainerArgs,
+    )
+    command: tuple[str, ...] = _field(
+        "command",
+        "Your own training program, run by every worker through the worker wrapper (python "
+        "-m trainer.run), e.g. [python, /app/train.py]; default: the built-in MNIST trainer.",
+        factory=tuple,
+    )
+    args: tuple[str, ...] = _field(
+        "args", "Arguments of spec.command (or of spec.script).", factory=tuple
+    )
+    script: Script | None = _field(
+        "script",
+        f"One file of your own, stored in a ConfigMap owned by the job and mounted read-only "
+        f"at {script_file.MOUNT_PATH}/NAME; runs as `python` NAME unless spec.command is "
+        "set. The tflaunch CLI also takes a path (relative to the spec file).",
+        None,
+    )
+    rendezvous_timeout_seconds: int | None = _field(
+        "rendezvousTimeoutSeconds",
+        "With spec.command or spec.script: how long a worker waits for every peer before "
+        "failing (default 300; the built-in trainer's is spec.trainer's).",
+        None,
+    )
+    stall_timeout_seconds: int | None = _field(
+        "stallTimeoutSeconds",
+        "With spec.command or spec.script: stop the program, and restart the group, when it "
+        "writes no output and no checkpoint for this long (default: off; the built-in "
+        "trainer's is spec.trainer's).",
+        None,
+    )
     env: dict[str, str] = _field(
         "env",
         "Extra environment variables of the trainer; TFLAUNCH_LOG_LEVEL=debug shows "
@@ -274,11 +317,20 @@ def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> Mul
     """Read, override, type and validate a job spec. Raises SpecError on any bad input."""
     document = read_document(path)
     apply_overrides(document, overrides)
+    base = Path(path).parent if path not in (None, "-") else Path.cwd()
+    script_file.expand_path(document, base)
     return job_from_document(document)
 
 
 def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
     """Type and validate plain data (a parsed file, or a custom resource's body)."""
+    spec = document.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("script"), str):
+        raise SpecError(
+            "spec.script",
+            "a path works only with the tflaunch CLI; a MultiWorkerJob holds {name, source} "
+            "(`tflaunch render --script FILE` writes it out)",
+        )
     job = typed.build(MultiWorkerJob, document, "")
     validate(job)
     return job
@@ -323,7 +375,10 @@ def validate(job: MultiWorkerJob) -> None:
     limits.check_int32(job)
     if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
         raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
-    _validate_trainer(job)
+    if own_program(spec):
+        _validate_program(spec)
+    else:
+        _validate_trainer(job)
     _validate_resources(spec.resources, spec.shm_size)
     for name in spec.env:
         where = f"spec.env.{name}"
@@ -388,6 +443,7 @@ def _validate_metadata(job: MultiWorkerJob) -> None:
 
 
 def _validate_trainer(job: MultiWorkerJob) -> None:
+    _check_builtin_only(job.spec)
     trainer = job.spec.trainer
     _at_least("spec.trainer.epochs", trainer.epochs, 1)
     _at_least("spec.trainer.globalBatchSize", trainer.global_batch_size, 1)
@@ -415,6 +471,45 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
     _at_least("spec.trainer.stallTimeoutSeconds", trainer.stall_timeout_seconds, 1)
     if trainer.collective_timeout_seconds is not None:
         _at_least("spec.trainer.collectiveTimeoutSeconds", trainer.collective_timeout_seconds, 1)
+
+
+def own_program(spec: JobSpec) -> bool:
+    """True when the workers run the user's program rather than the built-in trainer."""
+    return bool(spec.command) or spec.script is not None
+
+
+_OWN_ONLY = ("args", "rendezvous_timeout_seconds", "stall_timeout_seconds")
+
+
+def _validate_program(spec: JobSpec) -> None:
+    for f in dataclasses.fields(TrainerArgs):
+        if getattr(spec.trainer, f.name) != getattr(TrainerArgs(), f.name):
+            raise SpecError(
+                f"spec.trainer.{f.metadata['key']}",
+                "configures only the built-in MNIST trainer, but spec.command/spec.script "
+                "names your own program; pass your program's flags in spec.args instead",
+            )
+    for i, word in enumerate(spec.command):
+        if not word or "\0" in word:
+            raise SpecError(f"spec.command[{i}]", "must be a non-empty string")
+    if spec.script is not None:
+        script_file.check_name(spec.script.name)
+        script_file.check_size(spec.script.name, len(spec.script.source.encode()))
+    for key in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
+        value = getattr(spec, key)
+        if value is not None:
+            _at_least(f"spec.{_key_of(JobSpec, key)}", value, 1)
+
+
+def _check_builtin_only(spec: JobSpec) -> None:
+    for key in _OWN_ONLY:
+        if getattr(spec, key) not in ((), None):
+            raise SpecError(
+                f"spec.{_key_of(JobSpec, key)}",
+                "applies to your own program (spec.command or spec.script); the built-in "
+                "trainer takes spec.trainer (extraArgs, rendezvousTimeoutSeconds, "
+                "stallTimeoutSeconds)",
+            )
 
 
 def _validate_resources(resources_: Resources, shm_size: str) -> None:

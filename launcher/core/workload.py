@@ -6,8 +6,14 @@ program with the same flags and environment as a pod, only with other paths and 
 
 from __future__ import annotations
 
-from launcher.core import contract
-from launcher.core.spec import MultiWorkerJob
+from collections.abc import Sequence
+
+from launcher.core import contract, script
+from launcher.core.spec import MultiWorkerJob, own_program
+
+PYTHON = "python"
+"""The interpreter in the image; `tflaunch local` passes its own instead."""
+DEFAULT_RENDEZVOUS_SECONDS = 300
 
 
 def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> list[str]:
@@ -42,3 +48,53 @@ def pod_paths(job: MultiWorkerJob) -> tuple[str, str]:
     """(checkpoint dir, model dir) inside a pod: per job, on the checkpoint volume."""
     root = f"{job.spec.checkpoint.mount_path.rstrip('/')}/{job.name}"
     return f"{root}/backup", f"{root}/model"
+
+
+def program_command(
+    job: MultiWorkerJob, python: str = PYTHON, script_dir: str = script.MOUNT_PATH
+) -> list[str]:
+    """What the wrapper runs: spec.command (or `python SCRIPT`) with spec.args."""
+    spec = job.spec
+    if spec.command:
+        command = list(spec.command)
+        if python != PYTHON and command[0] in ("python", "python3"):
+            command[0] = python  # locally: the interpreter tflaunch (and TensorFlow) runs in
+    elif spec.script is not None:
+        command = [python, f"{script_dir.rstrip('/')}/{spec.script.name}"]
+    else:
+        return [python, *contract.BUILTIN_TRAINER[1:]]
+    return [*command, *spec.args]
+
+
+def worker_argv(
+    job: MultiWorkerJob,
+    checkpoint_dir: str,
+    model_dir: str,
+    python: str = PYTHON,
+    script_dir: str = script.MOUNT_PATH,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """Every worker's whole command line: the wrapper, its preflight flags, `--`, the program.
+
+    The built-in trainer gets its flags (`trainer_args`) and keeps its own stall watchdog,
+    which knows its steps; a program of the user's gets the wrapper's (spec.stallTimeoutSeconds,
+    no output and no checkpoint written for that long).
+    """
+    spec = job.spec
+    if own_program(spec):
+        rendezvous = spec.rendezvous_timeout_seconds or DEFAULT_RENDEZVOUS_SECONDS
+        stall = spec.stall_timeout_seconds or 0
+        program = program_command(job, python, script_dir)
+    else:
+        rendezvous = spec.trainer.rendezvous_timeout_seconds
+        stall = 0
+        program = [*program_command(job, python), *trainer_args(job, checkpoint_dir, model_dir)]
+    return [
+        python, "-m", contract.WRAPPER_MODULE,
+        "--expect-gpus", str(spec.gpus_per_worker),
+        "--rendezvous-timeout", str(rendezvous),
+        "--stall-timeout", str(stall),
+        "--checkpoint-dir", checkpoint_dir,
+        "--model-dir", model_dir,
+        "--", *program, *extra_args,
+    ]  # fmt: skip

@@ -30,7 +30,7 @@ from typing import IO, Any, TextIO
 
 from launcher.core import contract, tfconfig, workload
 from launcher.core.errors import WorkersFailed
-from launcher.core.spec import MultiWorkerJob
+from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.console import ConsoleFilter, trainer_error
 
 LOOPBACK = "127.0.0.1"
@@ -55,6 +55,11 @@ class LocalPaths:
     @property
     def result_file(self) -> Path:
         return self.model_dir / contract.RESULT_FILE
+
+    @property
+    def script_dir(self) -> Path:
+        """Where spec.script is written (a pod mounts it from a ConfigMap)."""
+        return self.workdir / "script"
 
     @property
     def logs_dir(self) -> Path:
@@ -150,9 +155,13 @@ def worker_commands(
 
     `verbose` asks the trainer for TensorFlow's INFO lines too (TFLAUNCH_LOG_LEVEL=debug).
     """
-    args = workload.trainer_args(job, str(paths.checkpoint_dir), str(paths.model_dir))
-    if data is not None:
-        args += ["--data", data]
+    program_args = list(extra_args)
+    if data is not None and not own_program(job.spec):
+        program_args = ["--data", data, *program_args]
+    argv = workload.worker_argv(
+        job, str(paths.checkpoint_dir), str(paths.model_dir), python=sys.executable,
+        script_dir=str(paths.script_dir), extra_args=program_args,
+    )  # fmt: skip
     base_env = {
         **os.environ,
         **workload.trainer_env(job),
@@ -169,7 +178,7 @@ def worker_commands(
         if job.spec.workers > 1:  # one worker runs without TF_CONFIG, as on a single device
             env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index)
         env[contract.ENV_WORKER_INDEX] = str(index)
-        commands.append(([sys.executable, "-m", "trainer", *args, *extra_args], env))
+        commands.append((list(argv), env))
     return commands  # fmt: skip
 
 
@@ -290,6 +299,7 @@ def run_local(
     paths = LocalPaths(workdir.resolve())
     for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
         directory.mkdir(parents=True, exist_ok=True)
+    _write_script(job, paths)
     if any(paths.checkpoint_dir.iterdir()):
         write(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
     restarts = 0
@@ -314,6 +324,8 @@ def run_local(
                     group.stop()
             step = next_step(attempt, restarts, job.spec.backoff_limit)
             if step == "done":
+                if own_program(job.spec):  # the program's own output is its result
+                    return {"restarts": restarts, "model_dir": str(paths.model_dir)}
                 return _result(paths, restarts)
             if step == "fail":
                 reason = (
@@ -346,6 +358,14 @@ def _log_files(paths: LocalPaths, workers: int, restarts: int) -> Iterator[list[
             log_file.write(f"--- tflaunch: worker {index}, attempt {restarts + 1} ---\n")
             files.append(log_file)
         yield files
+
+
+def _write_script(job: MultiWorkerJob, paths: LocalPaths) -> None:
+    """spec.script where the workers run it, as a pod finds it in its ConfigMap."""
+    if job.spec.script is None:
+        return
+    paths.script_dir.mkdir(parents=True, exist_ok=True)
+    (paths.script_dir / job.spec.script.name).write_text(job.spec.script.source, encoding="utf-8")
 
 
 def _result(paths: LocalPaths, restarts: int) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
         custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace)
 
 
-UNOBSERVED_CHILDREN = ("Service", "NetworkPolicy")
+UNOBSERVED_CHILDREN = ("Service", "NetworkPolicy", "ConfigMap")
 """Children a reconcile does not list, so a name taken by someone else shows only here."""
 
 

@@ -24,6 +24,11 @@ GOLDEN_CASES = {
         ("spec.trainer.globalBatchSize", 256),
         ("spec.checkpoint.claimName", "ckpt"),
     ],
+    "own-script-2-workers.yaml": [
+        ("spec.script", str(ROOT / "tests" / "data" / "own-train.py")),
+        ("spec.args", ["--epochs", "2"]),
+        ("spec.stallTimeoutSeconds", 600),
+    ],
 }
 
 

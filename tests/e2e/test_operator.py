@@ -264,3 +264,34 @@ def test_a_foreign_service_with_the_jobs_name_fails_it_with_name_conflict_and_no
         what="a NameConflict event on the MultiWorkerJob",
     )
     assert events[0]["type"] == "Warning"
+
+
+def test_the_operator_stores_a_multiworkerjobs_script_in_a_config_map_it_owns(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp = control_plane
+    source = "import os\nprint('mine', os.environ['TFLAUNCH_NUM_WORKERS'])\n"
+    doc = _mwj("own", namespace, pod_hooks(run_for="1h"))
+    doc["spec"].pop("trainer")
+    doc["spec"].update(script={"name": "train.py", "source": source}, args=["--epochs", "1"])
+    cp.apply(doc)
+    config_maps = eventually(
+        lambda: cp.get("configmaps", "-n", namespace, "-l", "tflaunch.dev/job-name=own")["items"],
+        what="the operator's ConfigMap", timeout=60,
+    )  # fmt: skip
+    (config_map,) = config_maps
+    assert config_map["data"] == {"train.py": source}
+    mwj_uid = cp.get("mwj", "own", "-n", namespace)["metadata"]["uid"]
+    owners = config_map["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["uid"]) for o in owners] == [("MultiWorkerJob", mwj_uid)]
+    (job,) = eventually(
+        lambda: cp.get("jobs", "-n", namespace)["items"], what="the operator's Job", timeout=60
+    )
+    pod = job["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "script")
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--") + 1 :] == [
+        "python", "/opt/tflaunch/script/train.py", "--epochs", "1",
+    ]  # fmt: skip
+    eventually(_phase_is(cp, "own", namespace, "Running"), what="phase Running", timeout=90)

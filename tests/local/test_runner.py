@@ -37,10 +37,38 @@ def test_local_workers_get_the_pods_environment_and_flags(tmp_path):
     assert env[contract.ENV_LEGACY_KERAS] == "1"
     assert env["EXTRA"] == "1"
     assert env[contract.ENV_RESTARTS] == "2"
-    assert argv[1:3] == ["-m", "trainer"]
-    assert argv[argv.index("--checkpoint-dir") + 1] == str(tmp_path / "checkpoints")
-    assert argv[argv.index("--data") + 1] == "/d/m.npz"
-    assert argv[argv.index("--global-batch-size") + 1] == "256"
+    assert argv[1:3] == ["-m", contract.WRAPPER_MODULE]  # the pods' entrypoint
+    program = argv[argv.index("--") + 1 :]
+    assert program[1:3] == ["-m", "trainer"]
+    assert program[program.index("--checkpoint-dir") + 1] == str(tmp_path / "checkpoints")
+    assert program[program.index("--data") + 1] == "/d/m.npz"
+    assert program[program.index("--global-batch-size") + 1] == "256"
+
+
+def test_an_own_program_runs_through_the_same_wrapper_with_the_pods_flags(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    job = load_job(
+        None,
+        [("spec.script", str(script)), ("spec.args", ["--epochs", "2"]),
+         ("spec.stallTimeoutSeconds", 60), ("spec.gpusPerWorker", 1)],
+    )  # fmt: skip
+    paths = LocalPaths(tmp_path / "run")
+    (argv, env), _ = worker_commands(job, paths, [1, 2], 0, "/d/m.npz", extra_args=["--x"])
+    cut = argv.index("--")
+    wrapper, program = argv[:cut], argv[cut + 1 :]
+    assert wrapper[1:3] == ["-m", contract.WRAPPER_MODULE]
+    assert wrapper[wrapper.index("--stall-timeout") + 1] == "60"
+    assert wrapper[wrapper.index("--expect-gpus") + 1] == "1"
+    assert wrapper[wrapper.index("--checkpoint-dir") + 1] == str(paths.checkpoint_dir)
+    assert program == [argv[0], str(paths.script_dir / "train.py"), "--epochs", "2", "--x"]
+    assert json.loads(env["TF_CONFIG"])["task"]["index"] == 0
+
+
+def test_python_in_an_own_command_is_the_interpreter_tflaunch_runs_in(tmp_path):
+    job = load_job(None, [("spec.command", ["python", "train.py"])])
+    (argv, _), _ = worker_commands(job, LocalPaths(tmp_path), [1, 2], 0, None)
+    assert argv[argv.index("--") + 1 :] == [argv[0], "train.py"]
 
 
 @pytest.mark.parametrize("verbose", [False, True])

@@ -145,7 +145,8 @@ def _verb(request: Any) -> str:
 
 
 async def test_the_role_grants_exactly_what_the_operator_uses(api: Api):
-    api.add_resource({"backoffLimit": 1, "ttlSecondsAfterFinished": 0})
+    script = {"name": "train.py", "source": "print(1)\n"}  # so that a ConfigMap is created too
+    api.add_resource({"backoffLimit": 1, "ttlSecondsAfterFinished": 0, "script": script})
     await api.reconcile()
     api.run_jobs()
     await api.reconcile()

@@ -1,0 +1,179 @@
+"""spec.command / spec.args / spec.script: the user's own program, through the worker wrapper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launcher.cli.main import run
+from launcher.core import contract, render, script
+from launcher.core.errors import SpecError
+from launcher.core.spec import job_from_document, load_job
+
+EXAMPLE = "examples/mnist.yaml"
+
+
+def _container(job) -> dict:
+    (job_obj,) = [o for o in render.render(job) if o["kind"] == "Job"]
+    return job_obj["spec"]["template"]["spec"]["containers"][0]
+
+
+def _error(overrides) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        load_job(EXAMPLE, overrides)
+    return caught.value
+
+
+def test_the_built_in_trainer_runs_through_the_wrapper_with_its_flags():
+    container = _container(load_job(EXAMPLE, []))
+    assert container["command"] == ["python", "-m", contract.WRAPPER_MODULE]
+    args = container["args"]
+    program = args[args.index("--") + 1 :]
+    assert program[:3] == list(contract.BUILTIN_TRAINER)
+    assert program[program.index("--epochs") + 1] == "3"
+    assert args[args.index("--stall-timeout") + 1] == "0"  # the trainer has its own watchdog
+
+
+def test_an_own_command_runs_through_the_wrapper_with_its_args_and_timeouts():
+    job = load_job(
+        EXAMPLE,
+        [("spec.command", ["python", "/app/train.py"]), ("spec.args", ["--epochs", "2"]),
+         ("spec.stallTimeoutSeconds", 900), ("spec.rendezvousTimeoutSeconds", 60),
+         ("spec.workers", 3)],
+    )  # fmt: skip
+    args = _container(job)["args"]
+    assert args[args.index("--") + 1 :] == ["python", "/app/train.py", "--epochs", "2"]
+    assert args[args.index("--stall-timeout") + 1] == "900"
+    assert args[args.index("--rendezvous-timeout") + 1] == "60"
+    assert "ConfigMap" not in [o["kind"] for o in render.render(job)]
+
+
+def test_the_global_batch_of_the_built_in_trainer_does_not_bind_an_own_program():
+    job = load_job(EXAMPLE, [("spec.command", ["python", "t.py"]), ("spec.workers", 3)])
+    assert job.spec.workers == 3  # 256 does not split over 3 workers: not this program's rule
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ([("spec.trainer.epochs", 5)], "spec.trainer.epochs"),
+        ([("spec.trainer.extraArgs", ["--x"])], "spec.trainer.extraArgs"),
+    ],
+)
+def test_trainer_settings_with_an_own_command_are_one_clear_error(overrides, field):
+    error = _error([("spec.command", ["python", "t.py"]), *overrides])
+    assert error.field == field
+    assert "built-in MNIST trainer" in error.message and "spec.args" in error.message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ([("spec.args", ["--x"])], "spec.args"),
+        ([("spec.stallTimeoutSeconds", 60)], "spec.stallTimeoutSeconds"),
+        ([("spec.command", ["python", ""])], "spec.command[1]"),
+        ([("spec.command", ["t"]), ("spec.stallTimeoutSeconds", 0)], "spec.stallTimeoutSeconds"),
+    ],
+)
+def test_own_program_fields_are_checked(overrides, field):
+    assert _error(overrides).field == field
+
+
+def test_a_script_becomes_a_config_map_mounted_read_only_into_every_worker(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("print('training')\n")
+    job = load_job(EXAMPLE, [("spec.script", str(path)), ("spec.args", ["--epochs", "1"])])
+    objects = render.render(job)
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert config_map["data"] == {"train.py": "print('training')\n"}
+    assert config_map["immutable"] is True
+    assert config_map["metadata"]["labels"]["tflaunch.dev/job-name"] == "mnist"
+    (job_obj,) = [o for o in objects if o["kind"] == "Job"]
+    pod = job_obj["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "script"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "script"]
+    assert mount == {"name": "script", "mountPath": script.MOUNT_PATH, "readOnly": True}
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--") + 1 :] == [
+        "python", f"{script.MOUNT_PATH}/train.py", "--epochs", "1",
+    ]  # fmt: skip
+
+
+def test_an_edited_script_changes_the_config_map_name_and_so_the_pod_template(tmp_path):
+    path = tmp_path / "train.py"
+    names = []
+    for text in ("print(1)\n", "print(2)\n"):
+        path.write_text(text)
+        objects = render.render(load_job(EXAMPLE, [("spec.script", str(path))]))
+        names += [o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"]
+    assert len(set(names)) == 2
+
+
+def test_a_script_path_in_a_spec_file_is_relative_to_that_file(tmp_path):
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("print(1)\n")
+    spec = yaml.safe_load(Path(EXAMPLE).read_text())
+    spec["spec"].pop("trainer")
+    spec["spec"]["script"] = "code/train.py"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    job = load_job(str(tmp_path / "job.yaml"), [])
+    assert job.spec.script is not None and job.spec.script.name == "train.py"
+
+
+def test_a_script_over_one_mebibyte_is_refused_pointing_to_an_image(tmp_path):
+    path = tmp_path / "big.py"
+    path.write_text("#" * (script.MAX_BYTES + 1))
+    error = _error([("spec.script", str(path))])
+    assert error.field == "spec.script"
+    assert "1 MiB" in error.message and "Dockerfile.custom-example" in error.message
+
+
+def test_a_script_of_exactly_one_mebibyte_is_fine(tmp_path):
+    path = tmp_path / "big.py"
+    path.write_text("#" * script.MAX_BYTES)
+    assert load_job(EXAMPLE, [("spec.script", str(path))]).spec.script is not None
+
+
+@pytest.mark.parametrize(
+    ("write", "says"),
+    [(None, "cannot read"), (b"\xff\xfe\x00", "not UTF-8")],
+)
+def test_an_unreadable_script_is_one_line(tmp_path, write, says):
+    path = tmp_path / "train.py"
+    if write is not None:
+        path.write_bytes(write)
+    error = _error([("spec.script", str(path))])
+    assert error.field == "spec.script" and says in error.message
+
+
+def test_a_multiworkerjob_holds_the_script_itself_not_a_path():
+    document = yaml.safe_load(Path(EXAMPLE).read_text())
+    document["spec"].pop("trainer")
+    document["spec"]["script"] = "train.py"
+    with pytest.raises(SpecError) as caught:
+        job_from_document(document)
+    assert caught.value.field == "spec.script" and "{name, source}" in caught.value.message
+    document["spec"]["script"] = {"name": "../x.py", "source": "print(1)"}
+    with pytest.raises(SpecError) as caught:
+        job_from_document(document)
+    assert caught.value.field == "spec.script.name"
+
+
+def test_the_script_flag_names_the_job_after_the_script_and_renders(tmp_path, capsys):
+    path = tmp_path / "My_Train.py"
+    path.write_text("print(1)\n")
+    assert run(["render", "--script", str(path)]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert {d["metadata"]["name"] for d in documents if d["kind"] == "Service"} == {"my-train"}
+    assert "ConfigMap" in {d["kind"] for d in documents}
+
+
+def test_trainer_flags_with_a_script_are_a_usage_error_exit_2(tmp_path, capsys):
+    path = tmp_path / "train.py"
+    path.write_text("print(1)\n")
+    assert run(["render", "--script", str(path), "--epochs", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "spec.trainer.epochs" in err

@@ -1,0 +1,3 @@
+"""A tiny own program for the golden render (never run)."""
+
+print("hello from my own program")
