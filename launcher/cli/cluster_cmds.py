@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from launcher.cli import operator_jobs
 from launcher.cli.options import (
     cluster_options,
     connect,
@@ -71,6 +72,12 @@ def _kind(kind: str) -> str:
 @click.option(
     "--dry-run", is_flag=True, help="Check everything with the API server; apply nothing."
 )
+@click.option(
+    "--operator",
+    "through_operator",
+    is_flag=True,
+    help="Apply it as a MultiWorkerJob for the operator to run (same spec file).",
+)
 @with_spec
 def submit_command(
     job: MultiWorkerJob,
@@ -81,6 +88,7 @@ def submit_command(
     pending_warning: float,
     replace: bool,
     dry_run: bool,
+    through_operator: bool,
 ) -> int:
     """Render the job and apply it to the cluster (server-side apply, all or nothing).
 
@@ -88,11 +96,16 @@ def submit_command(
     Examples:
       tflaunch submit examples/mnist.yaml --workers 4 --gpus 1 --wait
       tflaunch submit examples/mnist.yaml --replace      # after changing the spec
+      tflaunch submit examples/mnist.yaml --operator --wait   # run by `tflaunch operator`
     """
     if timeout is not None and not wait_for_it:
         raise click.UsageError("--timeout only applies with --wait")
     if dry_run and wait_for_it:
         raise click.UsageError("--dry-run and --wait cannot be combined")
+    if through_operator:
+        return _submit_to_operator(
+            job, kubeconfig, kube_context, wait_for_it, timeout, pending_warning, replace, dry_run
+        )
     objects = render.render(job)
     cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import apply
@@ -111,6 +124,44 @@ def submit_command(
     click.echo(
         f"next: {program} wait {job.name} -n {job.namespace}  |  "
         f"{program} logs {job.name} -n {job.namespace} -f",
+        err=True,
+    )
+    return ExitStatus.SUCCESS
+
+
+def _submit_to_operator(
+    job: MultiWorkerJob,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    wait_for_it: bool,
+    timeout: float | None,
+    pending_warning: float,
+    replace: bool,
+    dry_run: bool,
+) -> int:
+    """`submit --operator`: apply the MultiWorkerJob; the operator renders and runs it."""
+    cluster = connect(kubeconfig, kube_context)
+    from launcher.cluster import operated
+
+    program = program_name()
+    action = operated.apply_multiworkerjob(
+        cluster, operator_jobs.document_of(job), dry_run=dry_run, replace=replace,
+        program=program,
+    )  # fmt: skip
+    click.echo(f"{operated.RESOURCE}/{job.name} {action}{' (dry run)' if dry_run else ''}")
+    if dry_run:
+        return ExitStatus.SUCCESS
+    if action == "configured":
+        click.echo(
+            "note: the operator applies a changed spec only while the job is suspended "
+            f"(spec.suspend); see kubectl describe mwj {job.name} -n {job.namespace}",
+            err=True,
+        )
+    if wait_for_it:
+        return wait_for_job(cluster, job.name, job.namespace, timeout, pending_warning)
+    click.echo(
+        f"next: {program} wait {job.name} -n {job.namespace}  |  "
+        f"kubectl describe mwj {job.name} -n {job.namespace}",
         err=True,
     )
     return ExitStatus.SUCCESS
@@ -201,20 +252,29 @@ def delete_command(
 ) -> None:
     """Delete job NAME: its Jobs, pods, Service and NetworkPolicy (foreground). Idempotent.
 
+    A job the operator runs is deleted by deleting its MultiWorkerJob (its children go
+    first), so that the operator does not recreate them.
+
     \b
     Example:
       tflaunch delete mnist -n ml
     """
     cluster = connect(kubeconfig, kube_context)
-    from launcher.cluster import apply
+    from launcher.cluster import apply, operated
+    from launcher.core import labels
 
-    ns = namespace or cluster.namespace
-    deleted = apply.delete_job(cluster, name, ns, wait=wait, timeout=timeout)
+    ns = namespace or cluster.namespace  # a server never reached fails here, at once
+    jobs = cluster.list_objects("Job", ns, labels.job_selector_string(name))
+    if operated.operator_job(cluster, name, ns, jobs) is not None:
+        deleted = operated.delete_multiworkerjob(cluster, name, ns, wait=wait, timeout=timeout)
+    else:
+        deleted = apply.delete_job(cluster, name, ns, wait=wait, timeout=timeout)
     if not deleted:
         click.echo(f"nothing to delete: no objects of job {name} in namespace {ns}")
         return
     for item in deleted:
         kind, _, obj_name = item.partition("/")
+        kind = operated.RESOURCE if kind == "multiworkerjob" else kind
         click.echo(f"{_kind(kind)}/{obj_name} deleted")
 
 

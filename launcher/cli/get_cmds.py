@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli import output
+from launcher.cli import operator_jobs, output
 from launcher.cli.options import cluster_options, connect, namespace_option
 from launcher.cli.wait_cmd import not_found
 from launcher.cli.wait_cmd import now as utc_now
@@ -135,6 +135,15 @@ def status_command(
     ns = namespace or cluster.namespace
     if not watch:
         found = find.job_objects(cluster, name, ns)
+        if fmt not in output.DOCUMENT_FORMATS and fmt != "name":
+            from launcher.cluster import operated
+
+            resource = operated.operator_job(cluster, name, ns, found.jobs)
+            if resource is not None:  # the operator's verdict first, then its workers
+                for line in operator_jobs.summary_lines(resource, utc_now()):
+                    click.echo(line)
+                if not found.jobs and not found.pods:
+                    return ExitStatus.SUCCESS
         if not found.jobs and not found.pods:
             raise not_found(name, ns)
         summary = status.summarize(name, ns, found.jobs, found.pods)
@@ -224,6 +233,8 @@ def list_command(
             return ExitStatus.SUCCESS
         jobs = find.managed_jobs(cluster, ns, all_namespaces=all_namespaces, selector=selector)
     summaries = status.overviews(jobs)
+    if fmt not in output.DOCUMENT_FORMATS and fmt != "name":
+        summaries = _with_operator_state(cluster, ns, all_namespaces, selector, jobs, summaries)
     if not summaries and fmt not in output.DOCUMENT_FORMATS:
         where = "any namespace" if all_namespaces else f"namespace {ns}"
         matching = f" matching {selector}" if selector else ""
@@ -232,6 +243,31 @@ def list_command(
     current = utc_now()
     click.echo(output.render(summaries, fmt, current, single=False, all_namespaces=all_namespaces))
     return ExitStatus.SUCCESS
+
+
+def _with_operator_state(
+    cluster: Cluster,
+    ns: str,
+    all_namespaces: bool,
+    selector: str | None,
+    jobs: list[Any],
+    summaries: list[status.JobStatus],
+) -> list[status.JobStatus]:
+    """The table's STATE of a job the operator runs is its MultiWorkerJob's phase."""
+    from launcher.cluster import operated
+    from launcher.core import labels
+
+    resources = operated.list_multiworkerjobs(cluster, ns, all_namespaces=all_namespaces)
+    if not resources:
+        return summaries
+    controlled = {
+        (str(j["metadata"].get("namespace")), str(j["metadata"]["labels"].get(labels.JOB_NAME)))
+        for j in jobs
+        if operated.controller_of(j) is not None
+    }
+    return operator_jobs.with_operator_state(
+        summaries, resources, controlled, add_missing=not selector
+    )
 
 
 @contextlib.contextmanager

@@ -185,7 +185,7 @@ def wait_for_job(
     this returns or raises.
     """
     report = on_result or (lambda _summary: None)
-    from launcher.cluster import find, watch
+    from launcher.cluster import find, operated, watch
     from launcher.cluster.retry import retrying
 
     start = time.monotonic()
@@ -194,9 +194,14 @@ def wait_for_job(
     restarts: dict[int, int] = {}
     seen = False
     missing = _MissingPods(cluster, namespace, pending_warning)
+    resource: dict[str, Any] | None = None
     try:
         for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
+            if not seen:  # the operator's job? Then its MultiWorkerJob's status is the verdict
+                resource = operated.operator_job(cluster, name, namespace, objects.jobs)
+                if resource is not None:
+                    break  # ends the watch
             if not objects.jobs:
                 if seen:
                     raise JobFailed(f"job {name} was deleted while waiting for it")
@@ -243,6 +248,19 @@ def wait_for_job(
                     f"job {name} did not finish within {status.duration(timeout)} ({line}); it "
                     f"keeps running: {program_name()} status {name} -n {namespace}"
                 )
+        if resource is not None:
+            from launcher.cli.operator_jobs import wait_for_multiworkerjob
+
+            try:
+                return wait_for_multiworkerjob(
+                    cluster, resource, timeout, pending_warning, progress.say, progress.show
+                )
+            finally:  # -o json|yaml: the workers as they are now
+                if on_result is not None:
+                    final = retrying(
+                        lambda: find.job_objects(cluster, name, namespace), cluster.outage
+                    )
+                    report(status.summarize(name, namespace, final.jobs, final.pods))
     finally:
         progress.clear()
     raise AssertionError("watch_job never ends")  # pragma: no cover

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
+from launcher.cluster import operated
 from launcher.cluster.client import Cluster, Obj
 from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
@@ -70,6 +71,7 @@ def apply_job(
         (o["kind"], o["metadata"]["name"]): cluster.get(o["kind"], o["metadata"]["name"], namespace)
         for o in objects
     }
+    operated.refuse_if_operated(cluster, job_name, namespace, existing.values(), program)
     _check_ownership(job_name, namespace, existing, program)
     stale = _stale_objects(cluster, job_name, namespace, objects)
     if stale and not replace:

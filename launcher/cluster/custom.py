@@ -58,14 +58,18 @@ def patch_custom_status(
         )  # fmt: skip
 
 
-def delete_custom(cluster: Cluster, kind: Kind, name: str, namespace: str) -> bool:
-    """Delete a custom resource (its children follow by garbage collection); False if gone."""
+def delete_custom(
+    cluster: Cluster, kind: Kind, name: str, namespace: str, *, foreground: bool = False
+) -> bool:
+    """Delete a custom resource (its children follow by garbage collection; `foreground`: the
+    resource stays until they are gone); False if it was gone already."""
     group, version = _group_version(kind)
     try:
         with cluster.errors("delete", kind, namespace, name):
             cluster.api(kind).delete_namespaced_custom_object(
                 group, version, namespace, kind.plural, name,
-                propagation_policy="Background", **plain_call(),
+                propagation_policy="Foreground" if foreground else "Background",
+                **plain_call(),
             ).release_conn()  # fmt: skip
     except NotFound:
         return False
@@ -111,3 +115,42 @@ def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str
                 response.release_conn()
     except NotFound:
         return None
+
+
+def list_custom(
+    cluster: Cluster, kind: Kind, namespace: str | None, *, all_namespaces: bool = False
+) -> list[Obj]:
+    """Every custom resource of `kind` in a namespace (or in all)."""
+    group, version = _group_version(kind)
+    ns = None if all_namespaces else cluster.ns(namespace)
+    with cluster.errors("list", kind, ns):
+        api = cluster.api(kind)
+        if ns is None:
+            data = read_json(
+                api.list_cluster_custom_object(group, version, kind.plural, **plain_call())
+            )
+        else:
+            data = read_json(
+                api.list_namespaced_custom_object(group, version, ns, kind.plural, **plain_call())
+            )
+    items = list(data.get("items") or [])
+    for item in items:
+        item.setdefault("apiVersion", kind.api_version)
+        item.setdefault("kind", kind.kind)
+    return items
+
+
+def apply_custom(cluster: Cluster, kind: Kind, obj: Obj, *, dry_run: bool = False) -> Obj:
+    """Server-side apply of a custom resource (field manager `tflaunch`), like `Cluster.apply`."""
+    group, version = _group_version(kind)
+    name = obj["metadata"]["name"]
+    ns = cluster.ns(obj["metadata"].get("namespace"))
+    with cluster.errors("patch", kind, ns, name):
+        return read_json(
+            cluster.api(kind).patch_namespaced_custom_object(
+                group, version, ns, kind.plural, name, obj,
+                field_manager=FIELD_MANAGER, force=True,
+                dry_run="All" if dry_run else None,
+                _content_type="application/apply-patch+yaml", **plain_call(),
+            )
+        )  # fmt: skip

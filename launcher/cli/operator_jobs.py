@@ -1,0 +1,168 @@
+"""The cluster commands for a job the operator runs: its MultiWorkerJob's status is the truth.
+
+`submit --operator` applies the spec file as it is (it already is a MultiWorkerJob); `wait`,
+`status` and `list` read the resource's status (phase, restarts, result) that the operator
+writes, rather than the child Jobs, whose failures the operator answers with a group restart;
+`delete` deletes the resource (`launcher.cluster.operated`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from launcher.cluster import status
+from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
+from launcher.core.spec import API_VERSION, KIND, MultiWorkerJob
+from launcher.operator import crd
+
+if TYPE_CHECKING:
+    from launcher.cluster.client import Cluster
+
+POLL_SECONDS = 1.0
+"""How often `wait` reads the MultiWorkerJob (one small GET)."""
+
+
+def document_of(job: MultiWorkerJob) -> dict[str, Any]:
+    """The MultiWorkerJob to apply for `job`: the spec file's content with the flags applied."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": job.name, "namespace": job.namespace},
+        "spec": crd.document_of(job.spec),
+    }
+
+
+def status_of(resource: Mapping[str, Any]) -> crd.Status:
+    return crd.status_from_document(resource.get("status"))
+
+
+def state_text(resource: Mapping[str, Any]) -> str:
+    """The STATE of `tflaunch list`: the resource's phase, marked as the operator's."""
+    current = status_of(resource)
+    restarts = f", {current.restarts} restart{'s' if current.restarts != 1 else ''}"
+    return f"{current.phase or 'Pending'} (operator{restarts if current.restarts else ''})"
+
+
+def summary_lines(resource: Mapping[str, Any], now: datetime.datetime) -> list[str]:
+    """What `tflaunch status` says about the MultiWorkerJob before its workers' table."""
+    meta = resource.get("metadata") or {}
+    current = status_of(resource)
+    limit = (resource.get("spec") or {}).get("backoffLimit")
+    created = status.parse_time(meta.get("creationTimestamp"))
+    lines = [
+        f"job {meta.get('name')} in namespace {meta.get('namespace')}: run by the operator "
+        f"(MultiWorkerJob {meta.get('name')}): {current.phase or 'Pending (no status yet)'}, "
+        f"{current.workers or '0/?'} workers ready, restarts {current.restarts}"
+        + (f" of {limit}" if limit is not None else "")
+        + f", age {status.age(created, now)}"
+    ]
+    if current.message:
+        lines.append(f"{current.reason or 'message'}: {current.message}")
+    if current.result:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(current.result.items()))
+        lines.append(f"result: {shown}")
+    return lines
+
+
+def wait_for_multiworkerjob(
+    cluster: Cluster,
+    resource: Mapping[str, Any],
+    timeout: float | None,
+    pending_warning: float,
+    say: Any,
+    show: Any,
+) -> int:
+    """Follow a MultiWorkerJob's status until Succeeded (0), Failed (3) or --timeout (4).
+
+    A worker that fails does not end the wait: the operator restarts the group (status
+    Restarting, `restarts` one more), and only its verdict, phase Failed, is the job's.
+
+    Args:
+        say: prints a line on stderr (above the progress line).
+        show: redraws the progress line (text, key that changes only when it matters).
+    """
+    from launcher.cluster import custom, operated
+    from launcher.cluster.retry import retrying
+
+    meta = resource.get("metadata") or {}
+    name, namespace = str(meta["name"]), str(meta["namespace"])
+    start = time.monotonic()
+    announced = status_of(resource).restarts
+    warned = False
+    while True:
+        elapsed = time.monotonic() - start
+        current_obj = retrying(
+            lambda: custom.get_custom(cluster, operated.MULTIWORKERJOB, name, namespace),
+            cluster.outage,
+        )
+        if current_obj is None:
+            raise JobFailed(f"MultiWorkerJob {name} was deleted while waiting for it")
+        current = status_of(current_obj)
+        if current.restarts > announced:
+            announced = current.restarts
+            say(f"{name}: the operator restarts the group (restart {current.restarts}): "
+                f"{current.message}")  # fmt: skip
+        if current.phase == "Succeeded":
+            say(f"job {name} succeeded in {status.duration(elapsed)} (MultiWorkerJob, "
+                f"{current.restarts} group restarts): {current.message}")  # fmt: skip
+            return ExitStatus.SUCCESS
+        if current.phase == "Failed":
+            raise JobFailed(f"job {name} failed ({current.reason}): {current.message}")
+        if current.phase is None and not warned and elapsed > pending_warning:
+            warned = True
+            say(
+                f"warning: no operator has written MultiWorkerJob {name}'s status in "
+                f"{status.duration(elapsed)}: is `tflaunch operator` running for namespace "
+                f"{namespace}?"
+            )
+        phase = current.phase or "waiting for the operator"
+        key = f"{name}: {phase}, {current.workers or '0/?'} workers ready, restarts " + str(
+            current.restarts
+        )
+        show(f"{key}, {status.duration(elapsed)}", key)
+        if timeout is not None and elapsed > timeout:
+            raise WaitTimeout(
+                f"job {name} did not finish within {status.duration(timeout)} ({key}); the "
+                f"operator keeps running it: kubectl describe mwj {name} -n {namespace}"
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def with_operator_state(
+    summaries: Sequence[status.JobStatus],
+    resources: Sequence[Mapping[str, Any]],
+    operated: set[tuple[str, str]],
+    *,
+    add_missing: bool = True,
+) -> list[status.JobStatus]:
+    """`tflaunch list`'s table: a job the operator runs shows its MultiWorkerJob's phase and
+    restarts as STATE; a MultiWorkerJob without Jobs (between restarts, or finished and
+    collected) gets a row too. `operated`: (namespace, job) of the jobs whose Jobs a
+    MultiWorkerJob controls; `add_missing`: False under a label selector, which a
+    MultiWorkerJob without Jobs cannot be matched against."""
+    by_key = {(str(r["metadata"]["namespace"]), str(r["metadata"]["name"])): r for r in resources}
+    rows: dict[tuple[str, str], status.JobStatus] = {}
+    for summary in summaries:
+        resource = by_key.get((summary.namespace, summary.name))
+        if resource is not None and (summary.namespace, summary.name) in operated:
+            summary = dataclasses.replace(summary, state=cast(Any, state_text(resource)))
+        rows[(summary.namespace, summary.name)] = summary
+    for key, resource in by_key.items():
+        if key in rows or not add_missing:
+            continue
+        spec = resource.get("spec") or {}
+        rows[key] = status.JobStatus(
+            name=key[1],
+            namespace=key[0],
+            state=cast(Any, state_text(resource)),
+            workers=(),
+            expected=int(spec.get("workers") or 0),
+            layout=str(spec.get("layout") or "indexed"),
+            condition=status_of(resource).message or None,
+            created=status.parse_time((resource.get("metadata") or {}).get("creationTimestamp")),
+        )
+    return [rows[key] for key in sorted(rows)]

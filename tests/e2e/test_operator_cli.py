@@ -1,0 +1,103 @@
+"""The CLI and the operator on the same job, on the real control plane (issue 10 item 4):
+`tflaunch operator` runs as a process with its ServiceAccount's token, and the CLI under test
+runs as the user. A job the operator runs is followed, shown and deleted through its
+MultiWorkerJob; `submit` never applies over it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, write_spec
+from tests.e2e.test_operator import Operator, _operator_manifests, _service_account_kubeconfig
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    cp = control_plane
+    cp.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
+    cp.kubectl(
+        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
+        "--timeout=60s",
+    )  # fmt: skip
+    cp.apply(_operator_manifests())
+    home = tmp_path_factory.mktemp("operator-cli")
+    running = Operator(_service_account_kubeconfig(cp, home / "kubeconfig"), home / "op.log")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_submit_operator_wait_follows_the_multiworkerjob_through_a_group_restart(
+    control_plane: ControlPlane, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    hooks = pod_hooks(run_for="2s", worker_exit={1: 1}, fail_once=True)
+    spec = write_spec(tmp_path / "job.yaml", "again", namespace, hooks=hooks, backoffLimit=2)
+
+    run = cp.tflaunch("submit", str(spec), "--operator", "--wait", "--timeout", "150", timeout=200)
+
+    assert run.code == 0, f"{run}\n--- operator\n{operator.log()}"
+    assert "multiworkerjob.tflaunch.dev/again created" in run.out, run
+    assert "restart 1" in run.err, run  # the child's failure was a restart, not exit 3
+    status = cp.get("mwj", "again", "-n", namespace)["status"]
+    assert (status["phase"], status["restarts"]) == ("Succeeded", 1), status
+
+
+def test_a_job_the_operator_runs_is_refused_by_submit_shown_from_its_status_and_deleted(
+    control_plane: ControlPlane, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    spec = write_spec(tmp_path / "job.yaml", "mine", namespace, hooks=pod_hooks(run_for="forever"))
+    assert cp.tflaunch("submit", str(spec), "--operator").code == 0
+    eventually(
+        lambda: (cp.get("mwj", "mine", "-n", namespace).get("status") or {}).get("phase")
+        == "Running",
+        what="the MultiWorkerJob Running", timeout=90,
+    )  # fmt: skip
+    before = cp.get("job", "mine-worker", "-n", namespace)
+
+    refused = cp.tflaunch("submit", str(spec))
+    assert refused.code == 2, refused
+    assert "MultiWorkerJob mine" in refused.err and "nothing was applied" in refused.err, refused
+    after = cp.get("job", "mine-worker", "-n", namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["spec"]["backoffLimit"] == 0 and "ttlSecondsAfterFinished" not in after["spec"]
+
+    again = cp.tflaunch("submit", str(spec), "--operator")
+    assert again.code == 0 and "mine unchanged" in again.out, again
+    shown = cp.tflaunch("status", "mine", "-n", namespace)
+    assert shown.code == 0 and "run by the operator" in shown.out, shown
+    assert "Running" in shown.out and "restarts 0 of" in shown.out, shown
+    listed = cp.tflaunch("list", "-n", namespace)
+    assert "Running (operator)" in listed.out, listed
+
+    deleted = cp.tflaunch("delete", "mine", "-n", namespace, timeout=150)
+    assert deleted.code == 0, deleted
+    assert "multiworkerjob.tflaunch.dev/mine deleted" in deleted.out, deleted
+    assert not cp.get("mwj,jobs,pods", "-n", namespace)["items"]
+    # the operator saw its resource terminate: it recreated nothing
+    operator.process.poll()
+    assert operator.process.returncode is None
+    assert not cp.get("jobs", "-n", namespace)["items"]
+
+
+def test_submit_operator_refuses_a_job_submitted_without_it(
+    control_plane: ControlPlane, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    spec = write_spec(tmp_path / "job.yaml", "plain", namespace, hooks=pod_hooks(run_for="forever"))
+    assert cp.tflaunch("submit", str(spec)).code == 0
+
+    refused = cp.tflaunch("submit", str(spec), "--operator")
+
+    assert refused.code == 2, refused
+    assert "submitted without the operator (Job plain-worker)" in refused.err, refused
+    assert not cp.get("mwj", "-n", namespace)["items"]
