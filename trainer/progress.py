@@ -90,11 +90,13 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
             return
         now = self._clock()
         done = self._epoch * self._steps + batch + 1
-        if self._first is None:
+        first = self._first is None
+        if first:
             self._first = (done, now)
-        elif now - self._last_print < self._every:
-            return
-        self._print(batch + 1, (logs or {}).get("loss"), now, done)
+        if 0 < self._steps <= batch + 1:
+            return  # the epoch's last step: on_epoch_end prints it, with the epoch's loss
+        if first or now - self._last_print >= self._every:
+            self._print(batch + 1, (logs or {}).get("loss"), now, done)
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._chief:

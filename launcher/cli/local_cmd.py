@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,9 @@ def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., A
     "-v",
     "--verbose",
     is_flag=True,
-    help="Show TensorFlow's own log lines (C++ warnings, INFO) on the console too; they are "
-    f"always in WORKDIR/logs/. Same as {contract.ENV_LOG_LEVEL}={contract.LOG_LEVEL_DEBUG}.",
+    help="Show every line of every worker, prefixed [worker i], TensorFlow's own log lines "
+    "(C++ warnings, INFO) included, instead of the progress bar; they are always in "
+    f"WORKDIR/logs/. Same as {contract.ENV_LOG_LEVEL}={contract.LOG_LEVEL_DEBUG}.",
 )
 @click.argument("trainer_args", nargs=-1, metavar="[-- PROGRAM_ARGS...]")
 @_trainer_args_after_double_dash
@@ -69,8 +71,9 @@ def local_command(
     Every worker runs through the worker wrapper, as in a pod: preflight, then the built-in
     MNIST trainer or your own program (--script FILE, or spec.command); words after `--`
     go to that program. A failed worker restarts the whole group, resuming from the
-    checkpoint, up to spec.backoffLimit times. Needs the trainer extra: pip install
-    'tflaunch[trainer]'.
+    checkpoint, up to spec.backoffLimit times. On a terminal: one progress bar (epoch, step,
+    loss, images/s, ETA) and a status line per worker; any worker's warnings and errors above
+    it; NO_COLOR is respected. Needs the trainer extra: pip install 'tflaunch[trainer]'.
 
     \b
     Examples:
@@ -80,7 +83,7 @@ def local_command(
       tflaunch local --verbose              # TensorFlow's own log lines too
       tflaunch local --script train.py --workers 2 -- --epochs 2   # your own program
     """
-    from launcher.local import dataset, runner
+    from launcher.local import dataset, display, runner
 
     if data is not None and not Path(data).is_file():
         raise click.BadParameter(
@@ -101,7 +104,8 @@ def local_command(
         f"(full worker logs in {runner.LocalPaths(workdir).logs_dir})"
     )
     verbose = verbose or contract.debug_requested(os.environ)
-    result = runner.run_local(job, workdir, data, trainer_args, write=click.echo, verbose=verbose)
+    console = display.make_console(job.name, job.spec.workers, sys.stdout, verbose)
+    result = runner.run_local(job, workdir, data, trainer_args, console=console)
     if own:
         click.echo(
             f"tflaunch: {job.name} succeeded on all {job.spec.workers} worker(s): "

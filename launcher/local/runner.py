@@ -31,7 +31,8 @@ from typing import IO, Any, TextIO
 from launcher.core import contract, tfconfig, workload
 from launcher.core.errors import WorkersFailed
 from launcher.core.spec import MultiWorkerJob, own_program
-from launcher.local.console import ConsoleFilter, trainer_error
+from launcher.local.console import trainer_error
+from launcher.local.display import Console, LineConsole
 
 LOOPBACK = "127.0.0.1"
 STOP_GRACE_SECONDS = 10.0
@@ -183,20 +184,21 @@ def worker_commands(
 
 
 class _Group:
-    """N worker processes, their output logged in full and shown filtered, stopped together."""
+    """N worker processes, their output logged in full and handed to the console, stopped
+    together."""
 
     def __init__(
         self,
         commands: Sequence[tuple[list[str], dict[str, str]]],
-        write: Callable[[str], None],
+        console: Console,
         log_files: Sequence[TextIO],
-        verbose: bool,
     ) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
         self.last_errors: list[str | None] = [None] * len(commands)
         self._log_files = log_files
-        self._verbose = verbose
+        self._console = console
+        self._reported: dict[int, int | None] = {}
         for index, (argv, env) in enumerate(commands):
             process = subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -204,9 +206,7 @@ class _Group:
             )  # fmt: skip
             self.processes.append(process)
             assert process.stdout is not None
-            thread = threading.Thread(
-                target=self._pump, args=(index, process.stdout, write), daemon=True
-            )
+            thread = threading.Thread(target=self._pump, args=(index, process.stdout), daemon=True)
             thread.start()
             self._threads.append(thread)
 
@@ -214,30 +214,39 @@ class _Group:
         """Block until all succeed or one fails; then stop the rest."""
         while True:
             codes = [p.poll() for p in self.processes]
+            self._report(codes)
             if all(code == 0 for code in codes):
                 break
             if any(code not in (None, 0) for code in codes):
                 self.stop()
                 break
+            self._console.tick()
             time.sleep(POLL_SECONDS)
         for thread in self._threads:
             thread.join(timeout=2.0)  # the last lines, and with them the last errors
-        return Attempt(tuple(self._codes(codes)), tuple(self.last_errors))
+        final = tuple(self._codes(codes))
+        self._report(list(final), stopped=True)
+        return Attempt(final, tuple(self.last_errors))
+
+    def _report(self, codes: Sequence[int | None], stopped: bool = False) -> None:
+        """Tell the console about each worker that ended (once; None: stopped by us)."""
+        for index, code in enumerate(codes):
+            if index not in self._reported and (code is not None or stopped):
+                self._reported[index] = code
+                self._console.exited(index, code)
 
     def _codes(self, first_seen: list[int | None]) -> Iterator[int | None]:
         for seen, process in zip(first_seen, self.processes, strict=True):
             # A worker we stopped ourselves is reported as stopped, not as a failure.
             yield seen if seen is not None else (0 if process.returncode == 0 else None)
 
-    def _pump(self, index: int, stream: IO[bytes], write: Callable[[str], None]) -> None:
-        console = ConsoleFilter(self._verbose)
+    def _pump(self, index: int, stream: IO[bytes]) -> None:
         log_file = self._log_files[index]
         for raw in iter(stream.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
             if not log_file.closed:  # closed once the attempt is over and stop() gave up
                 log_file.write(line + "\n")
-            if console.shows(line):
-                write(f"[worker {index}] {line}")
+            self._console.line(index, line)
             error = trainer_error(line)
             if error:
                 self.last_errors[index] = error
@@ -290,31 +299,28 @@ def run_local(
     extra_args: Sequence[str] = (),
     write: Callable[[str], None] = print,
     verbose: bool = False,
+    console: Console | None = None,
 ) -> dict[str, Any]:
     """Run the group to success (returning the chief's result) or raise WorkersFailed.
 
-    `verbose` shows TensorFlow's own log lines on the console; they are always in the
-    per-worker log files.
+    `console` shows the group (`launcher.local.display`); by default every line the
+    trainer logs goes to `write`, prefixed `[worker i]`, and with `verbose` TensorFlow's own
+    log lines too. They are always all in the per-worker log files.
     """
+    console = console or LineConsole(write, verbose)
     paths = LocalPaths(workdir.resolve())
     for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
         directory.mkdir(parents=True, exist_ok=True)
     _write_script(job, paths)
     if any(paths.checkpoint_dir.iterdir()):
-        write(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
+        console.message(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
     restarts = 0
-    lock = threading.Lock()
-
-    def locked_write(line: str) -> None:
-        with lock:
-            write(line)
-
-    with _sigterm_as_exception():
+    with _sigterm_as_exception(), contextlib.closing(console):
         while True:
             commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
                                        data, extra_args, verbose)  # fmt: skip
             with _log_files(paths, job.spec.workers, restarts) as log_files:
-                group = _Group(commands, locked_write, log_files, verbose)
+                group = _Group(commands, console, log_files)
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):
@@ -340,10 +346,11 @@ def run_local(
                     f"{attempt.describe()}; {reason}; full worker logs in {paths.logs_dir}"
                 )
             restarts += 1
-            locked_write(
+            console.message(
                 f"tflaunch: {attempt.describe()}; restarting all {job.spec.workers} workers "
                 f"(restart {restarts}/{job.spec.backoff_limit}), resuming from the checkpoint"
             )
+            console.restarted(restarts)
 
 
 @contextlib.contextmanager
