@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from launcher.cli import operator_jobs
+from launcher.cli.completion import job_name_argument
+from launcher.cli.dry_run import DryRunCommand, dry_run_option
 from launcher.cli.options import (
     cluster_options,
     connect,
@@ -63,15 +65,13 @@ def _kind(kind: str) -> str:
     return _API_GROUP.get(kind.lower(), kind.lower())
 
 
-@click.command("submit")
+@click.command("submit", cls=DryRunCommand)
 @spec_options
 @cluster_options
 @click.option("--wait", "wait_for_it", is_flag=True, help="Then wait until the job finishes.")
 @wait_options
 @click.option("--replace", is_flag=True, help="Delete the job's existing objects first.")
-@click.option(
-    "--dry-run", is_flag=True, help="Check everything with the API server; apply nothing."
-)
+@dry_run_option
 @click.option(
     "--operator",
     "through_operator",
@@ -87,7 +87,7 @@ def submit_command(
     timeout: float | None,
     pending_warning: float,
     replace: bool,
-    dry_run: bool,
+    dry_run: str,
     through_operator: bool,
 ) -> int:
     """Render the job and apply it to the cluster (server-side apply, all or nothing).
@@ -97,25 +97,38 @@ def submit_command(
       tflaunch submit examples/mnist.yaml --workers 4 --gpus 1 --wait
       tflaunch submit examples/mnist.yaml --replace      # after changing the spec
       tflaunch submit examples/mnist.yaml --operator --wait   # run by `tflaunch operator`
+      tflaunch submit examples/mnist.yaml --dry-run=client   # check the spec, no cluster
     """
     if timeout is not None and not wait_for_it:
         raise click.UsageError("--timeout only applies with --wait")
-    if dry_run and wait_for_it:
+    if dry_run != "none" and wait_for_it:
         raise click.UsageError("--dry-run and --wait cannot be combined")
     if through_operator:
         return _submit_to_operator(
             job, kubeconfig, kube_context, wait_for_it, timeout, pending_warning, replace, dry_run
         )
     objects = render.render(job)
+    program = program_name()
+    if dry_run == "client":  # rendered and checked as render does; nothing is sent
+        for obj in objects:
+            click.echo(f"{_kind(obj['kind'])}/{obj['metadata']['name']} rendered (client dry run)")
+        click.echo(
+            f"nothing was sent to a cluster; --dry-run=server also has the API server check it, "
+            f"{program} render shows the objects",
+            err=True,
+        )
+        return ExitStatus.SUCCESS
     cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import apply
 
-    program = program_name()
-    applied = apply.apply_job(cluster, objects, replace=replace, dry_run=dry_run, program=program)
-    suffix = " (dry run)" if dry_run else ""
+    server_dry_run = dry_run == "server"
+    applied = apply.apply_job(
+        cluster, objects, replace=replace, dry_run=server_dry_run, program=program
+    )
+    suffix = " (server dry run)" if server_dry_run else ""
     for item in applied:
         click.echo(f"{_kind(item.kind)}/{item.name} {item.action}{suffix}")
-    if dry_run:
+    if server_dry_run:
         return ExitStatus.SUCCESS
     if all(item.action == "unchanged" for item in applied) and not replace:
         click.echo(f"job {job.name} is already submitted with this spec: nothing to do", err=True)
@@ -137,19 +150,24 @@ def _submit_to_operator(
     timeout: float | None,
     pending_warning: float,
     replace: bool,
-    dry_run: bool,
+    dry_run: str,
 ) -> int:
     """`submit --operator`: apply the MultiWorkerJob; the operator renders and runs it."""
+    document = operator_jobs.document_of(job)
+    if dry_run == "client":
+        click.echo(f"{_kind(str(document['kind']))}/{job.name} rendered (client dry run)")
+        return ExitStatus.SUCCESS
     cluster = connect(kubeconfig, kube_context)
     from launcher.cluster import operated
 
     program = program_name()
+    server_dry_run = dry_run == "server"
     action = operated.apply_multiworkerjob(
-        cluster, operator_jobs.document_of(job), dry_run=dry_run, replace=replace,
-        program=program,
-    )  # fmt: skip
-    click.echo(f"{operated.RESOURCE}/{job.name} {action}{' (dry run)' if dry_run else ''}")
-    if dry_run:
+        cluster, document, dry_run=server_dry_run, replace=replace, program=program
+    )
+    suffix = " (server dry run)" if server_dry_run else ""
+    click.echo(f"{operated.RESOURCE}/{job.name} {action}{suffix}")
+    if server_dry_run:
         return ExitStatus.SUCCESS
     if action == "configured":
         click.echo(
@@ -171,7 +189,7 @@ def _submit_to_operator(
 
 
 @click.command("logs")
-@click.argument("name")
+@job_name_argument()
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming, new pods after restarts too.")
 @click.option("--worker", type=click.IntRange(min=0), help="Only this worker index.")
 @click.option("--since", metavar="DURATION", help="Only lines newer than this, e.g. 10m.")
@@ -235,7 +253,7 @@ def logs_command(
 
 
 @click.command("delete")
-@click.argument("name")
+@job_name_argument()
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Until everything is gone.")
 @click.option(
     "--timeout", type=click.FloatRange(min=0), default=300, show_default=True, metavar="SECONDS"

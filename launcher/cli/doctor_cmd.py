@@ -12,6 +12,7 @@ from collections.abc import Callable
 import click
 
 from launcher.cli import output
+from launcher.cli.completion import job_name_argument
 from launcher.cli.options import (
     cluster_options,
     connect,
@@ -35,7 +36,7 @@ def _mark(outcome: str) -> str:
 
 
 @click.command("doctor")
-@click.argument("name", required=False)
+@job_name_argument(required=False)
 @click.option(
     "-f",
     "--spec",

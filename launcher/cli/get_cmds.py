@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from launcher.cli import operator_jobs, output
+from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option
 from launcher.cli.wait_cmd import not_found
 from launcher.cli.wait_cmd import now as utc_now
@@ -105,7 +106,7 @@ def _until(deadline: float | None) -> bool:
 
 
 @click.command("status")
-@click.argument("name")
+@job_name_argument()
 @output.output_option()
 @watch_options
 @namespace_option

@@ -4,7 +4,7 @@
 exit code; `cli` (the click group) is the program without error handling, as in httpie's
 core. The commands live in one module per family: `spec_cmds` (render, tfconfig, validate),
 `local_cmd`, `cluster_cmds` (submit, logs, wait, delete), `get_cmds` (status, list),
-`doctor_cmd` and `operator_cmd`; `options` holds the flags they share.
+`doctor_cmd`, `operator_cmd` and `completion`; `options` holds the flags they share.
 """
 
 from __future__ import annotations
@@ -16,7 +16,15 @@ from typing import Any
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_cmds, doctor_cmd, get_cmds, local_cmd, operator_cmd, spec_cmds
+from launcher.cli import (
+    cluster_cmds,
+    completion,
+    doctor_cmd,
+    get_cmds,
+    local_cmd,
+    operator_cmd,
+    spec_cmds,
+)
 from launcher.cli.options import program_name
 from launcher.core.errors import ExitStatus, TflaunchError
 
@@ -79,6 +87,6 @@ def main() -> None:
     sys.exit(run())
 
 
-for family in (spec_cmds, local_cmd, cluster_cmds, get_cmds, doctor_cmd, operator_cmd):
+for family in (spec_cmds, local_cmd, cluster_cmds, get_cmds, doctor_cmd, operator_cmd, completion):
     for command in family.COMMANDS:
         cli.add_command(command)

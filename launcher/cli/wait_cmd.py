@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from launcher.cli import output
+from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
@@ -64,7 +65,7 @@ def wait_options(func: F) -> F:
 
 
 @click.command("wait")
-@click.argument("name")
+@job_name_argument()
 @wait_options
 @output.output_option()
 @namespace_option

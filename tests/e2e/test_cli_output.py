@@ -223,3 +223,51 @@ def test_list_watch_adds_a_row_for_a_new_job(
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("flag", ["--dry-run", "--dry-run=server"])
+def test_a_server_dry_run_is_checked_by_the_api_server_and_stores_nothing(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path, flag: str
+) -> None:
+    cp = control_plane
+    spec = write_spec(tmp_path / "job.yaml", "dry", namespace)
+
+    run = cp.tflaunch("submit", flag, str(spec))
+
+    assert run.code == 0, run
+    assert "job.batch/dry-worker created (server dry run)" in run.out.splitlines(), run
+    stored = cp.get("jobs,services,networkpolicies,pods", "-n", namespace)
+    assert stored["items"] == []
+    elsewhere = write_spec(tmp_path / "missing.yaml", "dry", f"{namespace}-missing")
+    refused = cp.tflaunch("submit", flag, str(elsewhere))
+    assert refused.code != 0 and "does not exist" in refused.err, refused
+
+
+def test_a_client_dry_run_needs_no_cluster(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    spec = write_spec(tmp_path / "job.yaml", "dry", f"{namespace}-missing")
+    nowhere = {"KUBECONFIG": str(tmp_path / "no-such-kubeconfig")}
+
+    run = cp.tflaunch("submit", "--dry-run=client", str(spec), env=nowhere)
+
+    assert run.code == 0, run
+    assert "job.batch/dry-worker rendered (client dry run)" in run.out.splitlines(), run
+    assert cp.get("jobs", "-A", "-l", "tflaunch.dev/job-name=dry")["items"] == []
+
+
+def test_job_names_complete_from_the_cluster(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    for name in ("alpha", "alps", "beta"):
+        path = write_spec(tmp_path / f"{name}.yaml", name, namespace, suspend=True)
+        assert (run := cp.tflaunch("submit", str(path))).code == 0, run
+    words = f"tflaunch status -n {namespace} al"
+    protocol = {"COMP_WORDS": words, "COMP_CWORD": "4", "_TFLAUNCH_COMPLETE": "bash_complete"}
+
+    run = cp.tflaunch(env={**protocol, "TFLAUNCH_COMPLETION_TIMEOUT": "60"})
+
+    assert run.code == 0, run
+    assert run.out.split() == ["plain,alpha", "plain,alps"], run
