@@ -69,3 +69,9 @@ Both act only when spec.suspend changes against it, so Kueue (or a person) may s
 resume the Job itself without a tug of war."""
 GROUP_RESTARTS = "tflaunch.dev/group-restarts"
 """How many whole-group restarts came before this Job (also the pods' $TFLAUNCH_RESTARTS)."""
+
+# --- release -------------------------------------------------------------------------------
+
+RELEASE_VERSION = "tflaunch.dev/version"
+"""Annotation on the CRD: the tflaunch release (pyproject's version) that generated it, the
+same version as the operator image that reads it."""

@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 import yaml
 
-from launcher.core import spec
+from launcher import __version__
+from launcher.core import labels, spec
 
 API_VERSION, KIND = spec.API_VERSION, spec.KIND
 GROUP, VERSION = API_VERSION.split("/")
@@ -339,7 +340,11 @@ def custom_resource_definition() -> dict[str, Any]:
             "labels": {
                 "app.kubernetes.io/name": "tflaunch",
                 "app.kubernetes.io/part-of": "tflaunch",
+                "app.kubernetes.io/version": __version__,
             },
+            # Which tflaunch release generated it: the operator image of the same version
+            # reads exactly this schema (tests/infra/test_version_alignment.py).
+            "annotations": {labels.RELEASE_VERSION: __version__},
         },
         "spec": {
             "group": GROUP,
