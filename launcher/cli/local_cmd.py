@@ -104,7 +104,10 @@ def local_command(
         f"(full worker logs in {runner.LocalPaths(workdir).logs_dir})"
     )
     verbose = verbose or contract.debug_requested(os.environ)
-    console = display.make_console(job.name, job.spec.workers, sys.stdout, verbose)
+    if own:  # its own output is what the user reads (no progress bar: that is the trainer's)
+        console: display.Console = display.LineConsole(click.echo, verbose, own_program=True)
+    else:
+        console = display.make_console(job.name, job.spec.workers, sys.stdout, verbose)
     result = runner.run_local(job, workdir, data, trainer_args, console=console)
     if own:
         click.echo(

@@ -82,15 +82,22 @@ def make_console(
 class LineConsole:
     """Every shown line prefixed `[worker i]` (with verbose, TensorFlow's C++ lines too)."""
 
-    def __init__(self, write: Callable[[str], None], verbose: bool) -> None:
+    def __init__(
+        self, write: Callable[[str], None], verbose: bool, own_program: bool = False
+    ) -> None:
         self._write = write
         self._verbose = verbose
+        self._own_program = own_program
+        """A program of the user's: every line but TensorFlow's C++ lines is its output
+        (an unprefixed line after a C++ line is not that message's continuation)."""
         self._filters: dict[int, ConsoleFilter] = {}
         self._lock = threading.Lock()
 
     def line(self, index: int, text: str) -> None:
         with self._lock:
             shown = self._filters.setdefault(index, ConsoleFilter(self._verbose)).shows(text)
+            if self._own_program and not self._verbose:
+                shown = not is_cpp_log_start(text)
             if shown:
                 self._write(f"[worker {index}] {text}")
 

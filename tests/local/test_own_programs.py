@@ -1,0 +1,112 @@
+"""Programs of the user's own (examples/custom/, and tiny scripts) under `tflaunch local`:
+the same wrapper, TF_CONFIG, env and group-restart semantics as the pods."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HASH = re.compile(r"^\[worker (\d)\] weights sha256 ([0-9a-f]{64})$", re.MULTILINE)
+TIMEOUT = 300
+
+
+def _tflaunch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "launcher", "local", *args]
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "TFLAUNCH_"))}
+
+
+def _hashes(output: str) -> dict[int, str]:
+    return {int(worker): digest for worker, digest in HASH.findall(output)}
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize(
+    ("spec", "quick"),
+    [
+        ("keras-mnist.yaml", ["--epochs", "2", "--steps-per-epoch", "5"]),
+        ("custom-loop.yaml", ["--steps", "20", "--checkpoint-every", "10"]),
+    ],
+)
+def test_an_example_trains_on_two_workers_to_the_same_weights(
+    tmp_path: Path, spec: str, quick: list[str]
+) -> None:
+    run = subprocess.run(
+        _tflaunch(str(ROOT / "examples" / "custom" / spec), "--workdir", str(tmp_path),
+                  "--", *quick),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    hashes = _hashes(run.stdout)
+    assert set(hashes) == {0, 1}, run.stdout[-3000:]
+    assert hashes[0] == hashes[1], "the workers' weights must be identical"
+    assert "succeeded on all 2 worker(s): restarts=0" in run.stdout
+
+
+def test_a_program_exiting_78_is_not_retried_and_its_message_reaches_the_user(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "if os.environ['TFLAUNCH_WORKER_INDEX'] == '1':\n"
+        "    print('no training data at /data/shards: mount it or pass --data', file=sys.stderr)\n"
+        "    sys.exit(78)\n"
+        "time.sleep(60)\n"
+    )
+    run = subprocess.run(
+        _tflaunch("--script", str(script), "--workdir", str(tmp_path / "run"),
+                  "--set", "spec.backoffLimit=3"),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 3, run.stdout + run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("tflaunch: error: worker 1 exited 78 (configuration error)"), line
+    assert "no training data at /data/shards: mount it or pass --data" in line
+    assert "configuration error, not retried" in line
+    assert "restarting" not in run.stdout
+
+
+@pytest.mark.tf
+def test_a_killed_program_restarts_the_group_and_resumes_from_its_backup(tmp_path: Path) -> None:
+    launcher = subprocess.Popen(
+        _tflaunch(str(ROOT / "examples" / "custom" / "keras-mnist.yaml"),
+                  "--workdir", str(tmp_path), "--", "--epochs", "4", "--steps-per-epoch", "10"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
+    try:
+        backup = tmp_path / "checkpoints" / "backup"
+        deadline = time.monotonic() + TIMEOUT
+        while not (backup.exists() and any(backup.rglob("*.index"))):
+            assert launcher.poll() is None, "finished before a backup was written"
+            assert time.monotonic() < deadline, "no backup appeared"
+            time.sleep(0.1)
+        (program,) = _children(_children(launcher.pid)[1])  # worker 1's wrapper's child
+        os.kill(program, signal.SIGKILL)
+        output, _ = launcher.communicate(timeout=TIMEOUT)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 0, output[-4000:]
+    (restart,) = [line for line in output.splitlines() if "restarting all 2 workers" in line]
+    assert restart.startswith("tflaunch: worker 1 exited 1"), restart
+    assert "killed by SIGKILL" in restart, restart
+    second = (tmp_path / "logs" / "worker-0.log").read_text().split("attempt 2 ---")[1]
+    first_epoch = re.search(r"^Epoch (\d+)/4$", second, re.MULTILINE)
+    assert first_epoch and int(first_epoch.group(1)) > 1, "the group must resume, not start over"
+    hashes = _hashes(output)
+    assert set(hashes) == {0, 1} and hashes[0] == hashes[1]
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(p) for p in text.split()]
