@@ -151,7 +151,10 @@ def test_images_run_as_the_non_root_uid_the_pods_use(
 
 
 def test_entrypoints() -> None:
-    assert json.loads(last(TRAINER["trainer"], "ENTRYPOINT")) == ["python", "-m", "trainer"]
+    assert json.loads(last(TRAINER["trainer"], "ENTRYPOINT")) == [
+        "python", "-m", contract.WRAPPER_MODULE, "--",
+    ]  # fmt: skip
+    assert json.loads(last(TRAINER["trainer"], "CMD")) == list(contract.BUILTIN_TRAINER)
     assert json.loads(last(OPERATOR["operator"], "ENTRYPOINT")) == ["tflaunch", "operator"]
 
 
@@ -310,3 +313,12 @@ def test_install_trainer_refuses_an_unknown_variant(tmp_path: Path) -> None:
 
     assert result.returncode != 0
     assert "VARIANT must be gpu or cpu" in result.stderr
+
+
+def test_the_custom_image_recipe_builds_on_the_trainer_image_and_keeps_its_wrapper() -> None:
+    by_stage = stages("docker/Dockerfile.custom-example")
+    assert arg_defaults(by_stage[""])["TRAINER_IMAGE"].startswith("tflaunch-trainer:")
+    (final,) = [items for name, items in by_stage.items() if name]
+    assert final[0].arguments == "${TRAINER_IMAGE}"
+    assert last(final, "USER") == f"{TRAINER_UID}:{TRAINER_UID}"
+    assert not [i for i in final if i.keyword in ("ENTRYPOINT", "CMD")], "keep the wrapper"

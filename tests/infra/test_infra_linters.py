@@ -42,7 +42,11 @@ def shell_scripts() -> list[str]:
 
 
 SCRIPTS = shell_scripts()
-DOCKERFILES = ["docker/Dockerfile", "docker/Dockerfile.operator"]
+DOCKERFILES = [
+    "docker/Dockerfile",
+    "docker/Dockerfile.operator",
+    "docker/Dockerfile.custom-example",
+]
 
 
 def test_the_scripts_this_suite_depends_on_are_found() -> None:
