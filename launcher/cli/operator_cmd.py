@@ -32,7 +32,9 @@ class KopfMissing(TflaunchError):
     "namespaces",
     multiple=True,
     metavar="NAMESPACE",
-    help="Serve MultiWorkerJobs in this namespace (repeatable); default: the context's.",
+    envvar="TFLAUNCH_OPERATOR_NAMESPACES",
+    help="Serve MultiWorkerJobs in this namespace (repeatable, or comma-separated in "
+    "$TFLAUNCH_OPERATOR_NAMESPACES); default: the context's.",
 )
 @click.option(
     "-A", "--all-namespaces", is_flag=True, help="Serve MultiWorkerJobs in every namespace."
@@ -51,6 +53,17 @@ class KopfMissing(TflaunchError):
     help="Serve Prometheus metrics on /metrics here, e.g. 0.0.0.0:8081 (the Deployment's); "
     "default: none.",
 )
+@click.option(
+    "--leader-elect",
+    is_flag=True,
+    help="Act only while holding the Lease tflaunch-operator (for more than one replica).",
+)
+@click.option(
+    "--lease-namespace",
+    envvar=["TFLAUNCH_LEASE_NAMESPACE", "POD_NAMESPACE"],
+    metavar="NAMESPACE",
+    help="Namespace of the leader Lease (default: $POD_NAMESPACE, else the context's).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every handler call (kopf debug).")
 @cluster_options
 def operator_command(
@@ -58,6 +71,8 @@ def operator_command(
     all_namespaces: bool,
     liveness: str,
     metrics_address: str,
+    leader_elect: bool,
+    lease_namespace: str | None,
     verbose: bool,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -72,7 +87,9 @@ def operator_command(
     Examples:
       tflaunch operator --all-namespaces
       tflaunch operator -A --metrics-address 0.0.0.0:8081   # Prometheus: /metrics
+      tflaunch operator -n team-a,team-b --leader-elect     # namespaced, 2 replicas
     """
+    namespaces = tuple(n for value in namespaces for n in value.replace(",", " ").split())
     if namespaces and all_namespaces:
         raise click.UsageError("--namespace and --all-namespaces exclude each other")
     try:
@@ -95,8 +112,20 @@ def operator_command(
                 "choose a free port",
                 param_hint="--metrics-address",
             ) from None
+    elector = None
+    if leader_elect:
+        from launcher.operator import leader
+
+        elector = leader.Elector(
+            cluster, lease_namespace or cluster.namespace, leader.new_identity()
+        )
     controller.run(
-        cluster, served, clusterwide=all_namespaces, liveness=liveness or None, metrics=metrics
+        cluster,
+        served,
+        clusterwide=all_namespaces,
+        liveness=liveness or None,
+        metrics=metrics,
+        elector=elector,
     )
 
 

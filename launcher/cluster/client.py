@@ -94,6 +94,7 @@ KINDS: dict[str, Kind] = {
         ),
         Kind("ResourceQuota", "v1", "resourcequotas", client.CoreV1Api, "resource_quota"),
         Kind("Event", "v1", "events", client.CoreV1Api, "event"),
+        Kind("Lease", "coordination.k8s.io/v1", "leases", client.CoordinationV1Api, "lease"),
         Kind("Node", "v1", "nodes", client.CoreV1Api, "node", namespaced=False),
         Kind("Namespace", "v1", "namespaces", client.CoreV1Api, "namespace", namespaced=False),
     )

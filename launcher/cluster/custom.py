@@ -45,14 +45,23 @@ def get_custom(cluster: Cluster, kind: Kind, name: str, namespace: str) -> Obj |
 
 
 def patch_custom_status(
-    cluster: Cluster, kind: Kind, name: str, namespace: str, status: Obj
+    cluster: Cluster,
+    kind: Kind,
+    name: str,
+    namespace: str,
+    status: Obj,
+    resource_version: str | None = None,
 ) -> Obj:
-    """Merge-patch the status subresource (a null removes a field)."""
+    """Merge-patch the status subresource (a null removes a field). With `resource_version`
+    the write is conditional: `Conflict` when the resource changed since it was read."""
     group, version = _group_version(kind)
+    body: Obj = {"status": status}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
     with cluster.errors("patch", kind, namespace, name, resource=f"{kind.plural}/status"):
         return read_json(
             cluster.api(kind).patch_namespaced_custom_object_status(
-                group, version, namespace, kind.plural, name, {"status": status},
+                group, version, namespace, kind.plural, name, body,
                 _content_type=MERGE_PATCH, **plain_call(),
             )
         )  # fmt: skip

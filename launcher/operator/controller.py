@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
@@ -35,7 +36,7 @@ from launcher.core.errors import (
     TflaunchError,
     TransientClusterError,
 )
-from launcher.operator import crd, observe, reconcile
+from launcher.operator import crd, leader, observe, reconcile
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -96,9 +97,21 @@ def reconcile_once(
     except NameTaken as error:  # never adopt it: Failed (NameConflict), no group restart
         plan = reconcile.name_taken(observed, error.taken)
         execute(cluster, resource, plan)
+    except StaleRead:  # nothing was done; decide again from what is there now
+        logger.info("%s/%s changed while deciding; reconciling again", namespace, name)
+        return Outcome(resource, reconcile.Plan(requeue_after=STALE_RETRY_SECONDS))
     except ClusterError as error:
         raise ReconcileError(resource, error) from error
     return Outcome(resource, plan)
+
+
+STALE_RETRY_SECONDS = 0.5
+"""Decide again this soon when the resource changed under a reconcile."""
+
+
+class StaleRead(Conflict):
+    """The status write was refused (409): the MultiWorkerJob changed since it was read, so
+    the decision was made on stale state and nothing of it was carried out."""
 
 
 class NameTaken(Conflict):
@@ -137,9 +150,13 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
     meta = resource["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     if plan.status is not None:
-        custom.patch_custom_status(
-            cluster, MULTIWORKERJOB, name, namespace, status_patch(resource, plan.status)
-        )
+        try:  # based on what was read: a stale decision must not act (two replicas, a race)
+            custom.patch_custom_status(
+                cluster, MULTIWORKERJOB, name, namespace, status_patch(resource, plan.status),
+                resource_version=meta.get("resourceVersion"),
+            )  # fmt: skip
+        except Conflict as error:
+            raise StaleRead(str(error)) from error
     for job in plan.delete_jobs:
         cluster.delete("Job", job, namespace, propagation="Foreground")
     for job, patch in plan.patch_jobs:
@@ -335,6 +352,7 @@ def run(
     clusterwide: bool,
     liveness: str | None,
     metrics: Recorder | None = None,
+    elector: leader.Elector | None = None,
 ) -> None:
     """Run the operator in the foreground (kopf's event loop) until it is stopped.
 
@@ -344,16 +362,40 @@ def run(
         clusterwide: ...or of every namespace.
         liveness: kopf's health endpoint URL (for the Deployment's livenessProbe), or None.
         metrics: where reconciles are reported (Prometheus, served by the caller), or None.
+        elector: with more than one replica: kopf runs only while this replica holds the
+            leader Lease (`launcher.operator.leader`); None runs at once.
+
+    Raises:
+        LeadershipLost: the Lease could not be renewed; kopf was stopped first.
     """
     controller = Controller(cluster, kopf_event, metrics)
     kwargs: dict[str, Any] = {"clusterwide": True} if clusterwide else {"namespaces": namespaces}
-    kopf.run(
-        registry=registry,
-        standalone=True,  # one replica (Recreate): no peering objects, no RBAC for them
-        liveness_endpoint=liveness,
-        memo=kopf.Memo(controller=controller),
-        **kwargs,
-    )
+    stop = threading.Event()
+    if elector is not None:
+        with leader.standby_health(liveness):
+            elector.acquire()
+        elector.keep(on_lost=stop.set)
+    try:
+        kopf.run(
+            registry=registry,
+            standalone=True,  # no kopf peering: the Lease decides who acts (leader.py says why)
+            liveness_endpoint=liveness,
+            memo=kopf.Memo(controller=controller, stop=stop),
+            stop_flag=stop,  # kopf waits on it in a thread: `stop` below sets it at shutdown
+            **kwargs,
+        )
+    finally:
+        if elector is not None:
+            elector.release()
+    if elector is not None and elector.lost.is_set():
+        raise LeadershipLost(
+            f"lost the leader Lease {elector.namespace}/{elector.name}; exiting, to restart "
+            "as a standby"
+        )
+
+
+class LeadershipLost(ClusterError):
+    """Another replica may act now: this one stopped and must not go on."""
 
 
 # --- kopf handlers --------------------------------------------------------------------------
@@ -399,3 +441,6 @@ async def job_changed(body: kopf.Body, namespace: str | None, memo: kopf.Memo, *
 @kopf.on.cleanup(registry=registry)
 def stop(memo: kopf.Memo, **_: Any) -> None:
     memo.controller.stop()
+    flag = getattr(memo, "stop", None)
+    if flag is not None:  # else kopf's thread waiting on the stop flag holds the exit up
+        flag.set()

@@ -80,10 +80,19 @@ def test_the_operator_runs_as_hardened_as_the_workers():
     assert container["image"] == f"tflaunch-operator:{__version__}"
 
 
-def test_the_deployment_runs_one_standalone_operator_with_a_working_liveness_probe():
+def test_the_deployment_runs_two_leader_elected_operators_with_a_working_liveness_probe():
     deployment = _one("Deployment")
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--leader-elect" in container["args"]
+    lease_ns = {e["name"]: e for e in container["env"]}["POD_NAMESPACE"]
+    assert lease_ns["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    role = _one("Role")
+    assert role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"] for v in rule["verbs"]} == {
+        ("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")
+    }  # fmt: skip
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     context = operator_command.make_context("operator", list(container["args"]))
     liveness = context.params["liveness"]

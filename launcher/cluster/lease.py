@@ -1,0 +1,61 @@
+"""A coordination.k8s.io Lease, read and written with optimistic concurrency: the API edge of
+the operator's leader election (`launcher.operator.leader`).
+
+Every write names the resourceVersion it was based on, so of two replicas that read the same
+Lease and both try to take it, the API server lets exactly one succeed and answers the other
+409 (`Conflict`); that is what makes the election safe, not any clock.
+"""
+
+from __future__ import annotations
+
+from launcher.cluster.client import FIELD_MANAGER, Cluster, Obj, kind_of, plain_call, read_json
+from launcher.core.errors import NotFound
+
+LEASE = kind_of("Lease")
+
+
+def get_lease(cluster: Cluster, name: str, namespace: str) -> Obj | None:
+    """The Lease, or None when there is none yet."""
+    try:
+        with cluster.errors("get", LEASE, namespace, name):
+            return read_json(cluster.method(LEASE, "read")(name, namespace, **plain_call()))
+    except NotFound:
+        return None
+
+
+def create_lease(cluster: Cluster, name: str, namespace: str, spec: Obj) -> Obj:
+    """Create the Lease; `Conflict` when another replica created it first."""
+    body = {
+        "apiVersion": LEASE.api_version,
+        "kind": LEASE.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    with cluster.errors("create", LEASE, namespace, name):
+        return read_json(
+            cluster.method(LEASE, "create")(
+                namespace, body, field_manager=FIELD_MANAGER, **plain_call()
+            )
+        )
+
+
+def replace_lease(cluster: Cluster, current: Obj, spec: Obj) -> Obj:
+    """Write `spec` over the Lease as read in `current` (its resourceVersion): `Conflict` when
+    it changed since."""
+    meta = current["metadata"]
+    body = {
+        "apiVersion": LEASE.api_version,
+        "kind": LEASE.kind,
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "resourceVersion": meta["resourceVersion"],
+        },
+        "spec": spec,
+    }
+    with cluster.errors("update", LEASE, meta["namespace"], meta["name"]):
+        return read_json(
+            cluster.method(LEASE, "replace")(
+                meta["name"], meta["namespace"], body, field_manager=FIELD_MANAGER, **plain_call()
+            )
+        )
