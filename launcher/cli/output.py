@@ -121,7 +121,8 @@ def dump(document: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False)
     if fmt == "yaml":
-        return yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True).rstrip("\n")
+        text = yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=2**20)
+        return text.rstrip("\n")  # long lines unwrapped, as kubectl prints them
     raise ValueError(f"not a document format: {fmt}")
 
 
