@@ -48,6 +48,9 @@ PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contra
 _CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 """TensorFlow's C++ log lines: never the program's own last word."""
 _PR_SET_PDEATHSIG = 1
+TERMINATION_LOG = Path("/dev/termination-log")
+"""Kubernetes' default terminationMessagePath: what is written there shows in the pod's
+status (`tflaunch status`, the operator's failure message), not only in its log."""
 
 
 class _UsageError(ConfigError):
@@ -155,6 +158,13 @@ def program_env(
             with contextlib.suppress(OSError):  # the program reports it if it cannot write
                 Path(directory).mkdir(parents=True, exist_ok=True)
     return child
+
+
+def termination_message(text: str) -> None:
+    """Leave `text` as the container's termination message (in a pod; a no-op elsewhere)."""
+    if TERMINATION_LOG.exists():
+        with contextlib.suppress(OSError):
+            TERMINATION_LOG.write_text(text[-4000:], encoding="utf-8")
 
 
 def map_exit(returncode: int) -> int:
@@ -304,6 +314,7 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
         except subprocess.TimeoutExpired:
             pass
         if stalled.is_set():
+            termination_message(f"no output and no checkpoint written for {stall_timeout:g}s")
             program.stop()
             program.finish()
             return contract.EXIT_TRANSIENT
@@ -327,9 +338,11 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
             else f"exiting {mapped}: the group restarts"
         )
         if program.last_line:
-            log.error("%s (the program %s; %s)", program.last_line, describe_exit(code), then)
+            message = f"{program.last_line} (the program {describe_exit(code)}; {then})"
         else:
-            log.error("the program %s (%s)", describe_exit(code), then)
+            message = f"the program {describe_exit(code)} ({then})"
+        log.error("%s", message)
+        termination_message(message)
     return mapped
 
 
@@ -366,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(sys.argv[1:] if argv is None else argv, os.environ)
     except TrainerError as e:
         log.error("%s", e)
+        termination_message(str(e))
         return e.exit_code
     except _Stopped as e:
         log.error("%s before the program started; exiting %d", e, contract.EXIT_TRANSIENT)

@@ -104,10 +104,9 @@ def local_command(
         f"(full worker logs in {runner.LocalPaths(workdir).logs_dir})"
     )
     verbose = verbose or contract.debug_requested(os.environ)
-    if own:  # its own output is what the user reads (no progress bar: that is the trainer's)
-        console: display.Console = display.LineConsole(click.echo, verbose, own_program=True)
-    else:
-        console = display.make_console(job.name, job.spec.workers, sys.stdout, verbose)
+    console = display.make_console(
+        job.name, job.spec.workers, sys.stdout, verbose, own_program=own
+    )  # an own program's output shows; its progress bar too, with trainer.progress's callback
     result = runner.run_local(job, workdir, data, trainer_args, console=console)
     if own:
         click.echo(

@@ -64,7 +64,12 @@ def no_color(env: Mapping[str, str]) -> bool:
 
 
 def make_console(
-    name: str, workers: int, stream: TextIO, verbose: bool, env: Mapping[str, str] | None = None
+    name: str,
+    workers: int,
+    stream: TextIO,
+    verbose: bool,
+    env: Mapping[str, str] | None = None,
+    own_program: bool = False,
 ) -> Console:
     """The console for this output: every line (--verbose), live (a terminal) or plain."""
     env = os.environ if env is None else env
@@ -76,28 +81,24 @@ def make_console(
     if verbose:
         return LineConsole(write, verbose=True)
     live = stream.isatty() and env.get("TERM") != "dumb"
-    return SummaryConsole(Board(name, workers), stream, live=live, color=live and not no_color(env))
+    return SummaryConsole(
+        Board(name, workers), stream, live=live, color=live and not no_color(env),
+        own_program=own_program,
+    )  # fmt: skip
 
 
 class LineConsole:
     """Every shown line prefixed `[worker i]` (with verbose, TensorFlow's C++ lines too)."""
 
-    def __init__(
-        self, write: Callable[[str], None], verbose: bool, own_program: bool = False
-    ) -> None:
+    def __init__(self, write: Callable[[str], None], verbose: bool) -> None:
         self._write = write
         self._verbose = verbose
-        self._own_program = own_program
-        """A program of the user's: every line but TensorFlow's C++ lines is its output
-        (an unprefixed line after a C++ line is not that message's continuation)."""
         self._filters: dict[int, ConsoleFilter] = {}
         self._lock = threading.Lock()
 
     def line(self, index: int, text: str) -> None:
         with self._lock:
             shown = self._filters.setdefault(index, ConsoleFilter(self._verbose)).shows(text)
-            if self._own_program and not self._verbose:
-                shown = not is_cpp_log_start(text)
             if shown:
                 self._write(f"[worker {index}] {text}")
 
@@ -140,6 +141,21 @@ class NotableFilter:
         return self._showing
 
 
+class OwnOutputFilter:
+    """For a program of the user's (spec.command, spec.script): its own output is what the
+    user reads, so every line shows but TensorFlow's C++ lines, the progress and result
+    lines, and the worker wrapper's INFO records (the worker status lines say those)."""
+
+    def shows(self, line: str) -> bool:
+        match = contract.TRAINER_LOG_LINE.match(line)
+        if match is not None:
+            return match.group("level") in NOTABLE_LEVELS
+        return not (
+            is_cpp_log_start(line)
+            or line.startswith((progress_lib.PROGRESS_LINE_PREFIX, contract.RESULT_LINE_PREFIX))
+        )
+
+
 class SummaryConsole:
     """The bar and worker states (live) or plain progress lines, and the notable lines."""
 
@@ -151,15 +167,17 @@ class SummaryConsole:
         color: bool,
         clock: Callable[[], float] = time.monotonic,
         width: Callable[[], int] | None = None,
+        own_program: bool = False,
     ) -> None:
         self.board = board
+        self._own_program = own_program
         self._stream = stream
         self._live = live
         self._color = color
         self._clock = clock
         self._width = width or (lambda: shutil.get_terminal_size((100, 24)).columns)
         self._lock = threading.Lock()
-        self._filters: dict[int, NotableFilter] = {}
+        self._filters: dict[int, NotableFilter | OwnOutputFilter] = {}
         self._started = clock()
         self._drawn = 0
         """Lines of the block now on the screen (live), to move up over when redrawing."""
@@ -175,7 +193,8 @@ class SummaryConsole:
         with self._lock:
             found = self.board.read(index, text)
             self._dirty = True
-            if self._filters.setdefault(index, NotableFilter()).shows(text):
+            made = OwnOutputFilter() if self._own_program else NotableFilter()
+            if self._filters.setdefault(index, made).shows(text):
                 self._say(self._worker_line(index, text))
             if found is not None and found.epoch_done:
                 self._epoch_finished(found)
@@ -214,6 +233,8 @@ class SummaryConsole:
 
     def _worker_line(self, index: int, text: str) -> str:
         match = contract.TRAINER_LOG_LINE.match(text)
+        if match is None and self._own_program:
+            return f"[worker {index}] {text}"  # the program's own output, as it printed it
         level = match.group("level") if match else "ERROR"  # a traceback's lines
         return paint(f"[worker {index}] {text}", "yellow" if level == "WARNING" else "red",
                      self._color)  # fmt: skip

@@ -110,3 +110,27 @@ def test_a_killed_program_restarts_the_group_and_resumes_from_its_backup(tmp_pat
 def _children(pid: int) -> list[int]:
     text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
     return [int(p) for p in text.split()]
+
+
+def test_an_own_programs_output_reaches_the_console_but_tensorflows_cpp_lines_do_not() -> None:
+    import io
+
+    from launcher.local.display import make_console
+
+    stream = io.StringIO()
+    console = make_console("job", 2, stream, verbose=False, env={}, own_program=True)
+    for line in (
+        "12:00:01 [worker 0/2] INFO starting python train.py",
+        "E0000 00:00:1796050260.220975 5641 cuda_platform.cc:52] failed call to cuInit",
+        "Epoch 1/3",  # after a C++ line: the program's output, not its continuation
+        "12:00:09 [worker 0/2] ERROR no data (exit 78)",
+        "weights sha256 " + "0" * 64,
+    ):
+        console.line(0, line)
+    console.close()
+    shown = [line for line in stream.getvalue().splitlines() if line.startswith("[worker")]
+    assert shown == [
+        "[worker 0] Epoch 1/3",
+        "[worker 0] 12:00:09 [worker 0/2] ERROR no data (exit 78)",
+        "[worker 0] weights sha256 " + "0" * 64,
+    ]

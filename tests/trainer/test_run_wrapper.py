@@ -322,3 +322,20 @@ def test_the_wrapper_does_not_import_tensorflow() -> None:
 
 def test_exit_mapping_is_the_contract() -> None:
     assert [run.map_exit(c) for c in (0, 78, 79, 1, 75, -9, -15, 137)] == [0, 78, 79, 1, 1, 1, 1, 1]
+
+
+def test_a_failure_is_left_as_the_pods_termination_message(tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    log.touch()  # the kubelet creates it; elsewhere the wrapper writes nothing
+    program = "import sys; print('no data at /data', file=sys.stderr); sys.exit(78)"
+    code = (
+        "import sys, pathlib, runpy\n"
+        "import trainer.run as run\n"
+        f"run.TERMINATION_LOG = pathlib.Path({str(log)!r})\n"
+        f"sys.exit(run.main(['--', sys.executable, '-c', {program!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == contract.EXIT_CONFIG_ERROR, done.stderr
+    assert log.read_text().startswith("no data at /data (the program exited 78;")
