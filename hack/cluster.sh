@@ -12,6 +12,8 @@
 #   hack/cluster.sh apiserver-stop|apiserver-start KUBECONFIG
 #                                       stop / start again that cluster's kube-apiserver
 #   hack/cluster.sh bin                 print the directory of the cached binaries
+#   hack/cluster.sh helm                print the path of the cached helm (built by `build` too)
+#   hack/cluster.sh controller-gen      print the path of the cached controller-gen (idem)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,10 +27,16 @@ version() {
 K8S_VERSION=$(version k8s.io/kubernetes "$here/k8s/go.mod")
 ETCD_VERSION=$(version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")
 KWOK_VERSION=$(version sigs.k8s.io/kwok "$here/kwok/go.mod")
+HELM_VERSION=$(version helm.sh/helm/v3 "$here/helm/go.mod")
+CONTROLLER_GEN_VERSION=$(version sigs.k8s.io/controller-tools "$here/controller-gen/go.mod")
 CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
 # Bump RECIPE when the way the binaries are built changes, so caches rebuild.
 RECIPE=2
 BIN_DIR="$CACHE_ROOT/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-r$RECIPE"
+# helm (for the chart tests, hack/helm) and controller-gen (for Volcano's CRD in the gang
+# tests, hack/controller-gen) are cached apart: their versions move on their own.
+HELM_DIR="$CACHE_ROOT/helm/helm-$HELM_VERSION-r1"
+CONTROLLER_GEN_DIR="$CACHE_ROOT/controller-gen/controller-gen-$CONTROLLER_GEN_VERSION-r1"
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
 CLUSTER_NAME=${TFLAUNCH_CLUSTER_NAME:-tflaunch}
 
@@ -52,16 +60,36 @@ k8s_ldflags() {
   done
 }
 
-# go_build MODULE_DIR OUT PACKAGE [LDFLAGS]: build one command of a tool module into the cache.
+# go_build MODULE_DIR OUT PACKAGE [LDFLAGS] [DEST]: build one command of a tool module into
+# the cache (DEST defaults to the control plane's directory).
 go_build() {
-  local dir=$1 out=$2 pkg=$3 ldflags=${4:-}
+  local dir=$1 out=$2 pkg=$3 ldflags=${4:-} dest=${5:-$BIN_DIR}
   log "building $out from $pkg (cold builds take minutes)"
-  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$BIN_DIR/.$out.tmp" "$pkg")
-  mv "$BIN_DIR/.$out.tmp" "$BIN_DIR/$out"
+  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$dest/.$out.tmp" "$pkg")
+  mv "$dest/.$out.tmp" "$dest/$out"
+}
+
+# helm stamps its version the way its own Makefile does, so `helm version` tells the truth.
+build_helm() {
+  [ -x "$HELM_DIR/helm" ] && return 0
+  need_go
+  mkdir -p "$HELM_DIR"
+  go_build "$here/helm" helm helm.sh/helm/v3/cmd/helm \
+    "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "$HELM_DIR"
+}
+
+build_controller_gen() {
+  [ -x "$CONTROLLER_GEN_DIR/controller-gen" ] && return 0
+  need_go
+  mkdir -p "$CONTROLLER_GEN_DIR"
+  go_build "$here/controller-gen" controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "" \
+    "$CONTROLLER_GEN_DIR"
 }
 
 cmd_build() {
   local missing=() b start
+  build_helm
+  build_controller_gen
   for b in "${BINARIES[@]}"; do
     [ -x "$BIN_DIR/$b" ] || missing+=("$b")
   done
@@ -203,5 +231,7 @@ case ${1:-} in
     [ -n "${2:-}" ] || die "usage: hack/cluster.sh $1 KUBECONFIG"
     "${1/-/_}" "$2" ;;
   bin) printf '%s\n' "$BIN_DIR" ;;
-  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | apiserver-stop|apiserver-start KUBECONFIG | bin" ;;
+  helm) printf '%s\n' "$HELM_DIR/helm" ;;
+  controller-gen) printf '%s\n' "$CONTROLLER_GEN_DIR/controller-gen" ;;
+  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | apiserver-stop|apiserver-start KUBECONFIG | bin | helm | controller-gen" ;;
 esac

@@ -21,12 +21,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from launcher.cluster import operated
-from launcher.cluster.client import Cluster, Obj
+from launcher.cluster.client import Cluster, Obj, kind_key
 from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
 from launcher.core import labels, names
-from launcher.core.errors import Conflict, Invalid, SpecChanged
+from launcher.core.errors import Conflict, Invalid, NotFound, SpecChanged
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +68,7 @@ def apply_job(
     job_name, namespace = _job_identity(objects)
     owner_name = _owner_name(objects, job_name)
     existing = {
-        (o["kind"], o["metadata"]["name"]): cluster.get(o["kind"], o["metadata"]["name"], namespace)
-        for o in objects
+        _key(o): cluster.get(kind_key(o), o["metadata"]["name"], namespace) for o in objects
     }
     operated.refuse_if_operated(cluster, job_name, namespace, existing.values(), program)
     _check_ownership(job_name, namespace, existing, program)
@@ -204,6 +203,10 @@ def _dry_run_all(
         current = existing[_key(obj)]
         try:
             result = cluster.apply(obj, dry_run=True)
+        except NotFound as error:
+            if current is None and obj["kind"] not in STALE_KINDS:
+                raise _not_served(obj) from error
+            raise
         except Invalid as error:
             if current is not None and obj["kind"] == "Job":
                 why = str(error).partition(": ")[2] or str(error)
@@ -226,6 +229,15 @@ def _dry_run_all(
             f"applied; delete it first ({program} delete {job} -n {ns}), or use --replace"
         )
     return actions
+
+
+def _not_served(obj: Obj) -> NotFound:
+    """A gang scheduler's object whose CRD the cluster lacks (`launcher.core.gang`)."""
+    return NotFound(
+        f"{obj['kind']} ({obj['apiVersion']}) is not served by this cluster: spec.gang needs "
+        "its scheduler's CRDs installed (Volcano, or scheduler-plugins' Coscheduling); install "
+        "them or set spec.gang: none; nothing was applied"
+    )
 
 
 def delete_job(

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,6 +100,66 @@ KINDS: dict[str, Kind] = {
         Kind("Namespace", "v1", "namespaces", client.CoreV1Api, "namespace", namespaced=False),
     )
 }
+
+
+class _CustomObjects:
+    """CustomObjectsApi bound to one resource, its methods spelled like a typed API's
+    (`read_namespaced_custom_object(name, namespace)`), so that `Cluster.method` and every
+    verb on it serve a custom resource the way they serve a Job."""
+
+    def __init__(self, api_client: client.ApiClient, api_version: str, plural: str) -> None:
+        self._api = client.CustomObjectsApi(api_client)
+        group, _, version = api_version.partition("/")
+        self._where = (group, version)
+        self._plural = plural
+
+    def read_namespaced_custom_object(self, name: str, namespace: str, **kw: Any) -> Any:
+        return self._api.get_namespaced_custom_object(
+            *self._where, namespace, self._plural, name, **kw
+        )
+
+    def patch_namespaced_custom_object(
+        self, name: str, namespace: str, body: Any, **kw: Any
+    ) -> Any:
+        return self._api.patch_namespaced_custom_object(
+            *self._where, namespace, self._plural, name, body, **kw
+        )
+
+    def create_namespaced_custom_object(self, namespace: str, body: Any, **kw: Any) -> Any:
+        return self._api.create_namespaced_custom_object(
+            *self._where, namespace, self._plural, body, **kw
+        )
+
+    def list_namespaced_custom_object(self, namespace: str, **kw: Any) -> Any:
+        return self._api.list_namespaced_custom_object(*self._where, namespace, self._plural, **kw)
+
+    def delete_namespaced_custom_object(self, name: str, namespace: str, **kw: Any) -> Any:
+        return self._api.delete_namespaced_custom_object(
+            *self._where, namespace, self._plural, name, **kw
+        )
+
+
+def _custom(kind: str, api_version: str, plural: str) -> Kind:
+    api = functools.partial(_CustomObjects, api_version=api_version, plural=plural)
+    return Kind(kind, api_version, plural, api, "custom_object")
+
+
+# The gang schedulers' PodGroups (`launcher.core.gang`): two kinds of one name, so they are
+# known by kind.group, as `kind_key` spells an object's kind.
+for _extra in (
+    _custom("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups"),
+    _custom("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
+):
+    KINDS[f"{_extra.kind}.{_extra.api_version.partition('/')[0]}"] = _extra
+
+
+def kind_key(obj: Mapping[str, Any]) -> str:
+    """How `kind_of` knows an object's kind: `Job`, or `PodGroup.<group>` for a custom one."""
+    kind, api_version = str(obj["kind"]), str(obj.get("apiVersion") or "")
+    known = KINDS.get(kind)
+    if known is not None and known.api_version == api_version:
+        return kind
+    return f"{kind}.{api_version.partition('/')[0]}"
 
 
 def kind_of(kind: str) -> Kind:
@@ -302,7 +363,7 @@ class Cluster:
         With `dry_run` the server validates, admits and computes the result but stores
         nothing: what a real apply would produce, or the error it would raise.
         """
-        k = kind_of(obj["kind"])
+        k = kind_of(kind_key(obj))
         name = obj["metadata"]["name"]
         ns = self.ns(obj["metadata"].get("namespace"))
         args = (name, ns, obj) if k.namespaced else (name, obj)
@@ -322,7 +383,7 @@ class Cluster:
     def create_dry_run(self, obj: Obj) -> Obj | None:
         """Validate `obj` as a new object without storing it. None when the name is taken
         (the server validates before it looks the name up, so the object itself is valid)."""
-        k = kind_of(obj["kind"])
+        k = kind_of(kind_key(obj))
         ns = self.ns(obj["metadata"].get("namespace"))
         args = (ns, obj) if k.namespaced else (obj,)
         try:

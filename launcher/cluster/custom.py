@@ -16,6 +16,7 @@ from launcher.cluster.client import (
     Cluster,
     Kind,
     Obj,
+    kind_key,
     kind_of,
     plain_call,
     read_json,
@@ -87,7 +88,7 @@ def delete_custom(
 
 def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
     """Create one object as given (owner references included); None when the name is taken."""
-    k = kind_of(obj["kind"])
+    k = kind_of(kind_key(obj))
     ns = cluster.ns(obj["metadata"].get("namespace"))
     args = (ns, obj) if k.namespaced else (obj,)
     try:

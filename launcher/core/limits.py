@@ -13,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
-from launcher.core import contract, names
+from launcher.core import contract, names, rules
 from launcher.core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -22,10 +22,8 @@ if TYPE_CHECKING:
 INT32_MAX = 2**31 - 1
 MAX_ARG_STRLEN = 128 * 1024
 """The kernel's limit on one argv or environment string ("NAME=value" and its NUL byte)."""
-MAX_PER_WORKER = 500
-"""The per-worker layout renders N Jobs, each with N addresses: its size grows with N²."""
-MIN_PORT = 1024
-"""The trainer runs as UID 10001, which cannot bind privileged ports."""
+MAX_PER_WORKER = rules.MAX_PER_WORKER
+MIN_PORT = rules.MIN_PORT
 TMP_MOUNT = "/tmp"
 """Every worker mounts an emptyDir here (HOME; the root filesystem is read-only)."""
 SHM_MOUNT = "/dev/shm"
@@ -86,11 +84,7 @@ def check(job: MultiWorkerJob) -> None:
 
 def check_port(port: int) -> None:
     if not MIN_PORT <= port <= 65535:
-        raise SpecError(
-            "spec.port",
-            f"must be between {MIN_PORT} and 65535, got {port}: the worker runs as non-root "
-            "and cannot bind a port below 1024 (the default is 2222)",
-        )
+        raise SpecError(rules.PORT_RANGE.field, f"{rules.PORT_RANGE.message}; got {port}")
 
 
 def check_env_names(env: dict[str, str]) -> None:
@@ -194,10 +188,8 @@ def check_toleration(where: str, toleration: Toleration) -> None:
 def check_layout_size(job: MultiWorkerJob) -> None:
     if job.spec.layout == "per-worker" and job.spec.workers > MAX_PER_WORKER:
         raise SpecError(
-            "spec.workers",
-            f"{job.spec.workers} workers is too many for the per-worker layout (one Job per "
-            f"worker, each listing every worker: it grows with N²); use at most "
-            f"{MAX_PER_WORKER}, or layout: indexed (one Job for any number of workers)",
+            rules.PER_WORKER_SIZE.field,
+            f"{job.spec.workers} {rules.PER_WORKER_SIZE.message}",
         )
 
 

@@ -28,6 +28,11 @@ def per_worker_job_name(job: str, index: int) -> str:
     return worker_hostname(job, index)
 
 
+def pod_group_name(job: str) -> str:
+    """The gang scheduler's PodGroup (spec.gang volcano or coscheduling)."""
+    return job
+
+
 def network_policy_name(job: str) -> str:
     return f"{job}-tf-peers"
 

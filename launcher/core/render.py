@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from launcher.core import contract, labels, limits, names, script, tfconfig, workload
+from launcher.core import contract, gang, labels, limits, names, script, tfconfig, workload
 from launcher.core.errors import RenderError
 from launcher.core.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 
@@ -86,13 +86,16 @@ def _plain(value: Any) -> Any:
 
 
 def render(job: MultiWorkerJob) -> list[K8sObject]:
-    """Every object of `job`, in apply order: Service, NetworkPolicy, Job(s)."""
+    """Every object of `job`, in apply order: Service, NetworkPolicy, PodGroup, Job(s)."""
     context = _job_context(job)
     objects = [_render_one("service.yaml.j2", context)]
     if job.spec.script is not None:
         objects.append(_render_one("configmap.yaml.j2", context))
     if job.spec.network_policy:
         objects.append(_render_one("networkpolicy.yaml.j2", context))
+    group = gang.pod_group(job)
+    if group is not None:  # before the Jobs: the gang scheduler waits for it to place pods
+        objects.append(check_object(group, "gang.pod_group"))
     if job.spec.layout == "indexed":
         objects.append(_render_one("job.yaml.j2", {**context, **_worker_context(job, None)}))
     else:
@@ -114,6 +117,10 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "network_policy_name": names.network_policy_name(job.name),
         "object_labels": object_labels,
         "annotations": dict(spec.annotations),
+        "pod_annotations": {**spec.annotations, **gang.pod_annotations(job)},
+        "job_object_labels": {**object_labels, **gang.job_labels(job)},
+        "scheduler_name": gang.scheduler_name(job),
+        "suspend": gang.suspend_at_creation(job),
         "worker_selector": labels.worker_selector(job.name),
         "config_error_exit_code": contract.EXIT_CONFIG_ERROR,
         "run_as_user": contract.TRAINER_UID,
@@ -149,6 +156,7 @@ def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
     """What differs between the indexed Job and each per-worker Job."""
     pod_labels = {
         **job.spec.labels,
+        **gang.pod_labels(job),
         **labels.job_labels(job.name),
         labels.NAME: labels.APP_NAME,
         labels.COMPONENT: "worker",

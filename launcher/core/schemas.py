@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from launcher.core.errors import SpecError, TflaunchError
+from launcher.core.gang import POD_GROUP_APIS
 
 
 class SchemaUnavailable(TflaunchError):
@@ -46,6 +47,8 @@ def validate_objects(objects: Iterable[dict[str, Any]], kubernetes_version: str)
     kubernetes_validate = _import()
     check_version(kubernetes_version)
     for obj in objects:
+        if obj["apiVersion"] in POD_GROUP_APIS.values():
+            continue  # a gang scheduler's CRD, not Kubernetes': its API server checks it
         where = f"{obj['kind']}/{obj['metadata']['name']}"
         try:
             kubernetes_validate.validate(obj, kubernetes_version, strict=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from launcher.core import labels, limits, schemas, typed
+from launcher.core import labels, limits, rules, schemas, typed
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
@@ -32,13 +32,26 @@ KIND = "MultiWorkerJob"
 METADATA_ADDRESS = "169.254.169.254"
 """The cloud metadata service (instance credentials on AWS, GCP, Azure)."""
 
-MAX_NAME_LENGTH = 63
-"""Every generated object name and pod hostname must fit a DNS-1123/1035 label."""
+MAX_NAME_LENGTH = rules.MAX_NAME_LENGTH
+MAX_WORKERS = 10_000
+INT32_MAX = limits.INT32_MAX
+DNS_1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_NAME = {"pattern": DNS_1123_SUBDOMAIN, "maxLength": 253}
 
 
-def _field(key: str, doc: str, default: Any = dataclasses.MISSING, factory: Any = None) -> Any:
-    """A dataclass field that knows its camelCase file key and its documentation."""
-    metadata = {"key": key, "doc": doc}
+def _field(
+    key: str,
+    doc: str,
+    default: Any = dataclasses.MISSING,
+    factory: Any = None,
+    **bounds: Any,
+) -> Any:
+    """A dataclass field that knows its camelCase file key and its documentation.
+
+    `bounds` (minimum, maximum, pattern, maxLength) are checked as the document is typed
+    (`launcher.core.typed`) and go into the CRD's schema: one statement of each limit.
+    """
+    metadata = {"key": key, "doc": doc, "bounds": bounds}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -68,14 +81,15 @@ class Resources:
 class TrainerArgs:
     """Arguments of `python -m trainer` in every worker."""
 
-    epochs: int = _field("epochs", "Training epochs.", 3)
+    epochs: int = _field("epochs", "Training epochs.", 3, minimum=1)
     global_batch_size: int = _field(
         "globalBatchSize",
         "Global batch, split across all replicas (workers x GPUs); must divide evenly.",
         256,
+        minimum=1,
     )
     steps_per_epoch: int | None = _field(
-        "stepsPerEpoch", "Cap on steps per epoch; default: the whole training set.", None
+        "stepsPerEpoch", "Cap on steps per epoch; default: the whole training set.", None, minimum=1
     )
     save_freq: int | str = _field("saveFreq", 'Checkpoint every N steps, or "epoch".', "epoch")
     learning_rate: float = _field("learningRate", "Adam learning rate.", 0.001)
@@ -86,18 +100,21 @@ class TrainerArgs:
         "rendezvousTimeoutSeconds",
         "How long a worker waits for every peer to resolve and accept TCP before failing.",
         300,
+        minimum=1,
     )
     stall_timeout_seconds: int = _field(
         "stallTimeoutSeconds",
         "A worker exits (and the group restarts) when no training step finishes for this "
         "long: a peer froze or hangs outside TensorFlow. Dead peers are caught in seconds.",
         300,
+        minimum=1,
     )
     collective_timeout_seconds: int | None = _field(
         "collectiveTimeoutSeconds",
         "Per-collective timeout (TensorFlow's CommunicationOptions; a debugging aid that "
         "costs a thread per collective); default: none.",
         None,
+        minimum=1,
     )
     extra_args: tuple[str, ...] = _field(
         "extraArgs", "More arguments appended to the trainer's command line.", factory=tuple
@@ -141,6 +158,7 @@ class Toleration:
 
 
 Layout = Literal["indexed", "per-worker"]
+Gang = Literal["none", "kueue", "volcano", "coscheduling"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 
 
@@ -152,9 +170,15 @@ class JobSpec:
     image_pull_policy: PullPolicy = _field(
         "imagePullPolicy", "Always, IfNotPresent (e.g. images loaded into kind) or Never.", "Always"
     )
-    workers: int = _field("workers", "Number of worker pods (MWMS workers).", 2)
+    workers: int = _field(
+        "workers", "Number of worker pods (MWMS workers).", 2, minimum=1, maximum=MAX_WORKERS
+    )
     gpus_per_worker: int = _field(
-        "gpusPerWorker", "nvidia.com/gpu limit of each worker; 0 for CPU.", 0
+        "gpusPerWorker",
+        "nvidia.com/gpu limit of each worker; 0 for CPU.",
+        0,
+        minimum=0,
+        maximum=INT32_MAX,
     )
     resources: Resources = _field("resources", "CPU/memory of each worker.", factory=Resources)
     shm_size: str = _field(
@@ -165,7 +189,11 @@ class JobSpec:
     )
     port: int = _field("port", "TensorFlow gRPC port of each worker.", 2222)
     cluster_domain: str = _field(
-        "clusterDomain", "The cluster's DNS domain, used in TF_CONFIG host names.", "cluster.local"
+        "clusterDomain",
+        "The cluster's DNS domain, used in TF_CONFIG host names.",
+        "cluster.local",
+        pattern=DNS_1123_SUBDOMAIN,
+        maxLength=253,
     )
     layout: Layout = _field(
         "layout",
@@ -217,13 +245,37 @@ class JobSpec:
     tolerations: tuple[Toleration, ...] = _field(
         "tolerations", "Pod tolerations (e.g. for GPU node taints).", factory=tuple
     )
-    affinity: dict[str, Any] = _field("affinity", "Pod affinity.", factory=dict)
-    priority_class_name: str | None = _field("priorityClassName", "Pod priority class.", None)
+    affinity: dict[str, Any] = _field(
+        "affinity", "Pod affinity.", factory=dict, upstream="io.k8s.api.core.v1.Affinity"
+    )
+    priority_class_name: str | None = _field(
+        "priorityClassName", "Pod priority class.", None, **_NAME
+    )
     service_account_name: str | None = _field(
-        "serviceAccountName", "Pod service account; its token is not mounted.", None
+        "serviceAccountName", "Pod service account; its token is not mounted.", None, **_NAME
     )
     scheduler_name: str | None = _field(
-        "schedulerName", "Pod scheduler, e.g. volcano for gang scheduling.", None
+        "schedulerName",
+        "Pod scheduler: volcano with gang: volcano (its default there), the scheduler that "
+        "runs the Coscheduling plugin with gang: coscheduling unless it is the default one.",
+        None,
+        **_NAME,
+    )
+    gang: Gang = _field(
+        "gang",
+        "Gang scheduling, so that all workers start together or none does: none; kueue (the "
+        "queue label, created suspended until Kueue admits the one Job; layout indexed); "
+        "volcano (a scheduling.volcano.sh PodGroup with minMember = workers); coscheduling "
+        "(a scheduler-plugins scheduling.x-k8s.io PodGroup with minMember = workers).",
+        "none",
+    )
+    queue_name: str | None = _field(
+        "queueName",
+        "The Kueue LocalQueue (gang: kueue, required) or the Volcano queue (gang: volcano; "
+        "default: Volcano's default queue).",
+        None,
+        pattern=DNS_1123_SUBDOMAIN,
+        maxLength=63,
     )
     image_pull_secrets: tuple[str, ...] = _field(
         "imagePullSecrets", "Names of Secrets for pulling the image.", factory=tuple
@@ -241,14 +293,21 @@ class JobSpec:
         "backoffLimit",
         "How many times the worker group may be restarted after a failure.",
         3,
+        minimum=0,
     )
     active_deadline_seconds: int | None = _field(
-        "activeDeadlineSeconds", "Wall-clock limit of the whole job.", None
+        "activeDeadlineSeconds",
+        "Wall-clock limit of the whole job.",
+        None,
+        minimum=1,
+        maximum=INT32_MAX,
     )
     ttl_seconds_after_finished: int | None = _field(
         "ttlSecondsAfterFinished",
         "Delete the finished job (and its pods) after this many seconds.",
         86400,
+        minimum=0,
+        maximum=INT32_MAX,
     )
     suspend: bool = _field("suspend", "Create the job suspended (e.g. for Kueue).", False)
     network_policy: bool = _field(
@@ -340,9 +399,7 @@ def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
+_DNS_1123_SUBDOMAIN = re.compile(DNS_1123_SUBDOMAIN)
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[mkMGTPE])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -368,10 +425,6 @@ def validate(job: MultiWorkerJob) -> None:
         )
     if not _IMAGE.match(spec.image):
         raise SpecError("spec.image", f"{spec.image!r} is not an image reference")
-    _at_least("spec.workers", spec.workers, 1)
-    if spec.workers > 10_000:
-        raise SpecError("spec.workers", f"{spec.workers} is more than the 10000 supported")
-    _at_least("spec.gpusPerWorker", spec.gpus_per_worker, 0)
     limits.check_int32(job)
     if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
         raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
@@ -395,7 +448,8 @@ def validate(job: MultiWorkerJob) -> None:
         if toleration.key:
             _validate_label_keys(f"spec.tolerations[{i}].key", {toleration.key: ""})
         _validate_label_value(f"spec.tolerations[{i}].value", toleration.value)
-    for field_key in ("priority_class_name", "service_account_name", "scheduler_name"):
+    name_fields = ("priority_class_name", "service_account_name", "scheduler_name", "queue_name")
+    for field_key in name_fields:
         value = getattr(spec, field_key)
         if value is not None and not _DNS_1123_SUBDOMAIN.match(value):
             raise SpecError(f"spec.{_key_of(JobSpec, field_key)}", f"{value!r} is not a valid name")
@@ -408,16 +462,10 @@ def validate(job: MultiWorkerJob) -> None:
         raise SpecError("spec.checkpoint.claimName", "is not a valid PersistentVolumeClaim name")
     if not spec.checkpoint.mount_path.startswith("/"):
         raise SpecError("spec.checkpoint.mountPath", "must be an absolute path")
-    _at_least("spec.backoffLimit", spec.backoff_limit, 0)
-    if spec.active_deadline_seconds is not None:
-        _at_least("spec.activeDeadlineSeconds", spec.active_deadline_seconds, 1)
-    if spec.ttl_seconds_after_finished is not None:
-        _at_least("spec.ttlSecondsAfterFinished", spec.ttl_seconds_after_finished, 0)
     limits.check(job)
     if spec.deny_metadata_egress and not spec.network_policy:
-        raise SpecError(
-            "spec.denyMetadataEgress", "needs spec.networkPolicy: true (it is a NetworkPolicy rule)"
-        )
+        raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)
+    _validate_gang(spec)
     if spec.affinity:
         schemas.check_affinity(spec.affinity)
 
@@ -425,18 +473,14 @@ def validate(job: MultiWorkerJob) -> None:
 def _validate_metadata(job: MultiWorkerJob) -> None:
     name, namespace = job.metadata.name, job.metadata.namespace
     if not _DNS_1035.match(name):
-        raise SpecError(
-            "metadata.name",
-            f"{name!r} must be a DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter (e.g. mnist-1)",
-        )
+        raise SpecError("metadata.name", f"{rules.NAME_FORMAT.message}; got {name!r}")
     longest = longest_generated_name(name, job.spec.workers)
     if len(longest) > MAX_NAME_LENGTH:
         room = MAX_NAME_LENGTH - (len(longest) - len(name))
         raise SpecError(
             "metadata.name",
-            f"too long: the worker host name {longest!r} would have {len(longest)} characters "
-            f"(max {MAX_NAME_LENGTH}); use at most {max(room, 1)} characters",
+            f"{rules.NAME_LENGTH.message} (here {longest!r} has {len(longest)}; use at most "
+            f"{max(room, 1)} characters)",
         )
     if len(namespace) > 63 or not _DNS_1123_LABEL.match(namespace):
         raise SpecError("metadata.namespace", f"{namespace!r} is not a valid namespace name")
@@ -445,19 +489,15 @@ def _validate_metadata(job: MultiWorkerJob) -> None:
 def _validate_trainer(job: MultiWorkerJob) -> None:
     _check_builtin_only(job.spec)
     trainer = job.spec.trainer
-    _at_least("spec.trainer.epochs", trainer.epochs, 1)
-    _at_least("spec.trainer.globalBatchSize", trainer.global_batch_size, 1)
     replicas = job.replicas
     if trainer.global_batch_size % replicas:
         lower = max(replicas, trainer.global_batch_size // replicas * replicas)
         raise SpecError(
-            "spec.trainer.globalBatchSize",
-            f"{trainer.global_batch_size} does not split evenly across {replicas} replicas "
-            f"(workers x max(1, gpusPerWorker)); use a multiple of {replicas}, e.g. {lower} "
-            f"or {lower + replicas}",
+            rules.BATCH_DIVISIBLE.field,
+            f"{rules.BATCH_DIVISIBLE.message} (here {trainer.global_batch_size} across "
+            f"{replicas} replicas: use a multiple of {replicas}, e.g. {lower} or "
+            f"{lower + replicas})",
         )
-    if trainer.steps_per_epoch is not None:
-        _at_least("spec.trainer.stepsPerEpoch", trainer.steps_per_epoch, 1)
     if isinstance(trainer.save_freq, str) and trainer.save_freq != "epoch":
         raise SpecError(
             "spec.trainer.saveFreq",
@@ -467,10 +507,25 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
         _at_least("spec.trainer.saveFreq", trainer.save_freq, 1)
     if not trainer.learning_rate > 0:
         raise SpecError("spec.trainer.learningRate", "must be greater than 0")
-    _at_least("spec.trainer.rendezvousTimeoutSeconds", trainer.rendezvous_timeout_seconds, 1)
-    _at_least("spec.trainer.stallTimeoutSeconds", trainer.stall_timeout_seconds, 1)
-    if trainer.collective_timeout_seconds is not None:
-        _at_least("spec.trainer.collectiveTimeoutSeconds", trainer.collective_timeout_seconds, 1)
+
+
+def _validate_gang(spec: JobSpec) -> None:
+    """The gang rules of `launcher.core.rules`, in Python."""
+    broken = (
+        (rules.KUEUE_INDEXED, spec.gang == "kueue" and spec.layout != "indexed"),
+        (rules.KUEUE_QUEUE, spec.gang == "kueue" and spec.queue_name is None),
+        (
+            rules.QUEUE_NEEDS_GANG,
+            spec.queue_name is not None and spec.gang not in ("kueue", "volcano"),
+        ),
+        (
+            rules.VOLCANO_SCHEDULER,
+            spec.gang == "volcano" and spec.scheduler_name not in (None, "volcano"),
+        ),
+    )
+    for rule, violated in broken:
+        if violated:
+            raise SpecError(rule.field, rule.message)
 
 
 def own_program(spec: JobSpec) -> bool:

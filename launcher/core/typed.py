@@ -40,7 +40,23 @@ def build(cls: type[T], data: Any, path: str) -> T:
                 raise SpecError(where, "is required")
             continue
         values[field.name] = _convert(hints[field.name], data[key], where)
+        _check_bounds(field.metadata.get("bounds") or {}, values[field.name], where)
     return cls(**values)
+
+
+def _check_bounds(bounds: Mapping[str, Any], value: Any, where: str) -> None:
+    """A number's minimum and maximum, a string's maxLength, from its field's metadata (the
+    CRD schema's too)."""
+    longest = bounds.get("maxLength")
+    if isinstance(value, str) and longest is not None and len(value) > longest:
+        raise SpecError(where, f"is {len(value)} characters long, more than the {longest} allowed")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    low, high = bounds.get("minimum"), bounds.get("maximum")
+    if low is not None and value < low:
+        raise SpecError(where, f"must be at least {low}, got {value}")
+    if high is not None and value > high:
+        raise SpecError(where, f"must be at most {high}, got {value}")
 
 
 def _convert(hint: Any, value: Any, where: str) -> Any:

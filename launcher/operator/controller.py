@@ -162,13 +162,18 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
     for job, patch in plan.patch_jobs:
         custom.merge_patch(cluster, "Job", job, namespace, patch)
     for obj in plan.create:
-        if custom.create_object(cluster, obj) is None:  # 409: created since; is it ours?
+        if obj["kind"] == "PodGroup":
+            # Applied, not only created: Jobs recreated for an edited spec (workers) need
+            # the PodGroup's minMember to follow, or the gang would never be complete.
+            _check_ours(cluster, obj, resource)
+            cluster.apply(obj)
+        elif custom.create_object(cluster, obj) is None:  # 409: created since; is it ours?
             _check_ours(cluster, obj, resource)
     if plan.delete_resource:
         custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace)
 
 
-UNOBSERVED_CHILDREN = ("Service", "NetworkPolicy", "ConfigMap")
+UNOBSERVED_CHILDREN = ("Service", "NetworkPolicy", "ConfigMap", "PodGroup")
 """Children a reconcile does not list, so a name taken by someone else shows only here."""
 
 
@@ -179,7 +184,7 @@ def _check_ours(cluster: Cluster, obj: Mapping[str, Any], resource: Mapping[str,
     if obj["kind"] not in UNOBSERVED_CHILDREN:
         return  # Jobs are observed: a foreign one is the plan's own NameConflict
     meta = obj["metadata"]
-    current = cluster.get(obj["kind"], meta["name"], meta.get("namespace"))
+    current = cluster.get(client.kind_key(obj), meta["name"], meta.get("namespace"))
     if current is None:
         return
     owners = (current.get("metadata") or {}).get("ownerReferences") or []

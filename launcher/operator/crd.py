@@ -7,13 +7,18 @@ from the `Status` dataclass below, which is also what the operator writes. A tes
 when `manifests/operator/crd.yaml` drifts from these models; regenerate it with
 `make crd` (`python -m launcher.operator.crd > manifests/operator/crd.yaml`).
 
-Pure: no cluster access. The generated schema checks shapes and types at `kubectl apply`;
-the cross-field rules (batch divisibility, name length...) stay in `spec.validate`, which
-the operator runs and reports on the resource's status.
+Pure: no cluster access. The generated schema checks at `kubectl apply` what it can: shapes
+and types, each field's bounds (minimum, maximum, pattern, maxLength from its metadata) and
+the cross-field rules of `launcher.core.rules` as CEL (`x-kubernetes-validations`), whose
+messages are the CLI's. Nothing is kept unchecked (no `x-kubernetes-preserve-unknown-fields`):
+an unknown field is pruned, which is why `tflaunch validate FILE` reports it first. What CEL
+cannot say (TF_CONFIG's size, quantities) stays in `spec.validate`, which the operator runs
+and reports on the resource's status.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import types
@@ -24,7 +29,8 @@ from typing import Any, Literal
 import yaml
 
 from launcher import __version__
-from launcher.core import labels, spec
+from launcher.core import labels, rules, spec
+from launcher.operator import upstream_schema
 
 API_VERSION, KIND = spec.API_VERSION, spec.KIND
 GROUP, VERSION = API_VERSION.split("/")
@@ -39,9 +45,12 @@ HEADER = (
 )
 
 
-def _field(key: str, doc: str, default: Any = dataclasses.MISSING, factory: Any = None) -> Any:
-    """A dataclass field with its camelCase key and doc, as in `launcher.core.spec`."""
-    metadata = {"key": key, "doc": doc}
+def _field(
+    key: str, doc: str, default: Any = dataclasses.MISSING, factory: Any = None, **bounds: Any
+) -> Any:
+    """A dataclass field with its camelCase key and doc, as in `launcher.core.spec`;
+    `schema=` gives a field of free-form type its schema."""
+    metadata = {"key": key, "doc": doc, "bounds": bounds}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -76,6 +85,25 @@ class Condition:
     )
 
 
+_NUMBERS = {"type": "array", "items": {"type": "number"}}
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        **{
+            key: {"type": "number"}
+            for key in (
+                "test_accuracy", "test_loss", "test_examples", "epochs", "workers", "replicas",
+                "global_batch_size", "steps_per_epoch", "images_per_sec", "fit_seconds",
+                "restarts", "resumed_from_epoch",
+            )
+        },
+        "history": {"type": "object", "properties": {"loss": _NUMBERS, "accuracy": _NUMBERS}},
+        "weights_sha256": {"type": "string"},
+    },
+}  # fmt: skip
+"""The trainer's result line (trainer/train.py), as the status keeps it; other keys are pruned."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Status:
     """What the operator observed and did; written to the status subresource only."""
@@ -101,6 +129,7 @@ class Status:
         "result",
         "The chief's result line (test_accuracy, test_loss, ...) once the job succeeded.",
         factory=dict,
+        schema=RESULT_SCHEMA,
     )
     observed_generation: int | None = _field(
         "observedGeneration", "The metadata.generation this status reflects.", None
@@ -185,7 +214,14 @@ def schema_of(cls: type, *, defaults: bool = True) -> dict[str, Any]:
     required: list[str] = []
     for f in dataclasses.fields(cls):
         key = f.metadata["key"]
-        prop = _schema_of_type(hints[f.name], defaults)
+        bounds = dict(f.metadata.get("bounds") or {})
+        upstream, literal = bounds.pop("upstream", None), bounds.pop("schema", None)
+        if literal is not None:
+            prop = copy.deepcopy(literal)
+        elif upstream is not None:
+            prop = upstream_schema.structural(upstream)
+        else:
+            prop = {**_schema_of_type(hints[f.name], defaults), **bounds}
         prop = {"description": _description(f, hints[f.name]), **prop}
         default = _default_of(f) if defaults else None
         if default is not None:
@@ -226,9 +262,7 @@ def _schema_of_type(hint: Any, defaults: bool) -> dict[str, Any]:
         return {"type": "number"}
     if origin is tuple:
         return {"type": "array", "items": _schema_of_type(args[0], defaults)}
-    if origin is dict:
-        if args[1] is Any:
-            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    if origin is dict and args[1] is not Any:  # an Any needs an upstream schema (affinity)
         return {"type": "object", "additionalProperties": _schema_of_type(args[1], defaults)}
     raise TypeError(f"no CRD schema for {hint!r}")  # a bug in the model, not input
 
@@ -299,16 +333,21 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+def validations(scope: str) -> list[dict[str, Any]]:
+    """The `x-kubernetes-validations` of the schema at `scope` ("root" or "spec")."""
+    return [
+        {"rule": r.cel, "message": r.message, "fieldPath": r.field_path,
+         "reason": "FieldValueInvalid"}
+        for r in rules.RULES
+        if r.scope == scope
+    ]  # fmt: skip
+
+
 def open_api_schema() -> dict[str, Any]:
     """The resource's openAPIV3Schema: spec from `launcher.core.spec`, status from `Status`."""
     job_spec = schema_of(spec.JobSpec)
+    job_spec["x-kubernetes-validations"] = validations("spec")
     status = schema_of(Status, defaults=False)  # the operator writes every field it means
-    # Free-form: the chief's result is whatever the trainer reports.
-    status["properties"]["result"] = {
-        "description": status["properties"]["result"]["description"],
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-    }
     # Conditions are keyed by type: `kubectl apply --server-side` and merges can tell them apart.
     status["properties"]["conditions"].update(
         {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
@@ -320,10 +359,12 @@ def open_api_schema() -> dict[str, Any]:
         ),
         "type": "object",
         "required": ["spec"],
+        "x-kubernetes-validations": validations("root"),
         "properties": {
             "apiVersion": {"type": "string", "description": f"Always {spec.API_VERSION}."},
             "kind": {"type": "string", "description": f"Always {spec.KIND}."},
-            "metadata": {"type": "object"},
+            # Declared so that the name rules can point at it (fieldPath .metadata.name).
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": {"description": "The job: what to run and how.", **job_spec},
             "status": {"description": "Written by the tflaunch operator.", **status},
         },

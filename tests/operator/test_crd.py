@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from launcher.core import spec
+from launcher.core import rules, spec
 from launcher.operator import crd
 from tests.operator.sim import Cluster, resource, result_log
 
@@ -49,7 +49,9 @@ def json_schema(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validator() -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(json_schema(_open_api()))
+    schema = json_schema(_open_api())
+    schema["properties"]["metadata"] = {"type": "object"}  # ObjectMeta: the server's own
+    return jsonschema.Draft7Validator(schema)
 
 
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
@@ -115,16 +117,79 @@ def test_the_schema_rejects_what_the_spec_loader_rejects(change, complaint):
     assert any(complaint in e for e in errors), errors
 
 
-def test_the_schema_admits_what_the_model_allows_to_be_null_and_free_form():
+AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]}
+            ]
+        }
+    },
+    "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 10,
+                "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"team": "a"}},
+                },
+            }
+        ]
+    },
+}
+
+
+def test_the_schema_admits_what_the_model_allows_to_be_null_and_a_real_affinity():
     document = resource(
         {
             "ttlSecondsAfterFinished": None,
             "trainer": {"stepsPerEpoch": None, "saveFreq": 100},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
-            "affinity": {"nodeAffinity": {"anything": ["goes"]}},
+            "affinity": AFFINITY,
         }
     )
     _validator().validate(document)
+
+
+def test_affinity_has_core_v1_s_schema_so_a_typo_in_it_is_refused():
+    document = resource({"affinity": {"nodeAffinity": {"requiredDuringScheduling": {}}}})
+    errors = [e.message for e in _validator().iter_errors(document)]
+    assert any("'requiredDuringScheduling' was unexpected" in e for e in errors), errors
+
+
+def _walk(node: Any) -> Any:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def test_nothing_in_the_crd_keeps_unknown_fields():
+    assert not [n for n in _walk(_open_api()) if "x-kubernetes-preserve-unknown-fields" in n]
+
+
+def test_every_rule_is_in_the_crd_once_with_its_message():
+    schema = _open_api()
+    carried = [
+        *schema["x-kubernetes-validations"],
+        *schema["properties"]["spec"]["x-kubernetes-validations"],
+    ]
+    assert [(v["rule"], v["message"]) for v in carried] == [
+        (r.cel, r.message) for r in sorted(rules.RULES, key=lambda r: r.scope != "root")
+    ]
+
+
+def test_field_bounds_come_from_the_spec_model():
+    properties = _open_api()["properties"]["spec"]["properties"]
+    assert (properties["workers"]["minimum"], properties["workers"]["maximum"]) == (
+        1, spec.MAX_WORKERS,
+    )  # fmt: skip
+    assert properties["trainer"]["properties"]["epochs"]["minimum"] == 1
+    assert properties["queueName"]["maxLength"] == 63
+    assert properties["schedulerName"]["pattern"] == spec.DNS_1123_SUBDOMAIN
 
 
 def test_the_api_servers_defaults_give_the_same_job_as_the_spec_loaders():

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The CRDs of the gang schedulers tflaunch renders objects for (spec.gang), taken from their
+# Go modules at test time; nothing of theirs is committed. Prints the directory that holds
+# them (cached under ~/.cache/tflaunch/gang-crds/<versions>/):
+#
+#   kueue/        sigs.k8s.io/kueue's config/components/crd/bases (LocalQueue, Workload, ...)
+#   coscheduling/ sigs.k8s.io/scheduler-plugins' PodGroup (scheduling.x-k8s.io)
+#   volcano/      Volcano's PodGroup and Queue (scheduling.volcano.sh), written by
+#                 controller-gen from volcano.sh/apis' Go types, the way Volcano's own build
+#                 writes them: the module that ships the YAML (volcano.sh/volcano) is not
+#                 served by the module proxy here, volcano.sh/apis is.
+#
+#   hack/gang-crds.sh        fetch (once) and print the directory
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KUEUE_VERSION=v0.17.0
+VOLCANO_APIS_VERSION=v1.14.0
+# The version Kueue v0.17.0 itself requires (its go.mod); the scheduler-plugins releases
+# are not listed by the proxy, this exact one is served.
+SCHEDULER_PLUGINS_VERSION=v0.34.1-devel
+CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
+OUT="$CACHE_ROOT/gang-crds/kueue-$KUEUE_VERSION-volcano-apis-$VOLCANO_APIS_VERSION-scheduler-plugins-$SCHEDULER_PLUGINS_VERSION-r1"
+
+die() { printf 'gang-crds: error: %s\n' "$*" >&2; exit 2; }
+
+# module_dir MODULE@VERSION: where `go mod download` unpacked the module.
+module_dir() {
+  local json dir
+  json=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$1") || die "go mod download $1 failed: $json"
+  dir=$(printf '%s' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir" ] || die "go mod download $1 gave no directory: $json"
+  printf '%s\n' "$dir"
+}
+
+if [ ! -d "$OUT" ]; then
+  command -v go >/dev/null 2>&1 || die "Go is not installed (needed to fetch the modules)"
+  controller_gen=$("$here/cluster.sh" controller-gen)
+  [ -x "$controller_gen" ] || die "controller-gen is not built: run hack/cluster.sh build"
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/gang-crds.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/kueue" "$tmp/coscheduling" "$tmp/volcano"
+  kueue=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  cp "$kueue"/config/components/crd/bases/*.yaml "$tmp/kueue/"
+  plugins=$(module_dir "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
+  cp "$plugins/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" "$tmp/coscheduling/"
+  volcano=$(module_dir "volcano.sh/apis@$VOLCANO_APIS_VERSION")
+  (cd "$volcano" && GOFLAGS=-mod=mod "$controller_gen" crd:crdVersions=v1 \
+    paths=./pkg/apis/scheduling/v1beta1/... output:crd:artifacts:config="$tmp/volcano") >&2 ||
+    die "controller-gen could not write Volcano's CRDs"
+  chmod -R u+w "$tmp"
+  mkdir -p "$(dirname "$OUT")"
+  mv "$tmp" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"
+  trap - EXIT
+fi
+printf '%s\n' "$OUT"
