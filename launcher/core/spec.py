@@ -18,10 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from launcher.core import labels, limits, rules, schemas, typed
+from launcher.core import labels, limits, program, rules, schemas, typed
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
+from launcher.core.program import own_program as own_program
 from launcher.core.yamldoc import default_document as default_document
 from launcher.core.yamldoc import parse_assignment as parse_assignment
 from launcher.core.yamldoc import read_document
@@ -429,8 +430,9 @@ def validate(job: MultiWorkerJob) -> None:
     if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
         raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
     if own_program(spec):
-        _validate_program(spec)
+        program.validate(spec)
     else:
+        program.check_builtin_only(spec)
         _validate_trainer(job)
     _validate_resources(spec.resources, spec.shm_size)
     for name in spec.env:
@@ -487,7 +489,6 @@ def _validate_metadata(job: MultiWorkerJob) -> None:
 
 
 def _validate_trainer(job: MultiWorkerJob) -> None:
-    _check_builtin_only(job.spec)
     trainer = job.spec.trainer
     replicas = job.replicas
     if trainer.global_batch_size % replicas:
@@ -526,45 +527,6 @@ def _validate_gang(spec: JobSpec) -> None:
     for rule, violated in broken:
         if violated:
             raise SpecError(rule.field, rule.message)
-
-
-def own_program(spec: JobSpec) -> bool:
-    """True when the workers run the user's program rather than the built-in trainer."""
-    return bool(spec.command) or spec.script is not None
-
-
-_OWN_ONLY = ("args", "rendezvous_timeout_seconds", "stall_timeout_seconds")
-
-
-def _validate_program(spec: JobSpec) -> None:
-    for f in dataclasses.fields(TrainerArgs):
-        if getattr(spec.trainer, f.name) != getattr(TrainerArgs(), f.name):
-            raise SpecError(
-                f"spec.trainer.{f.metadata['key']}",
-                "configures only the built-in MNIST trainer, but spec.command/spec.script "
-                "names your own program; pass your program's flags in spec.args instead",
-            )
-    for i, word in enumerate(spec.command):
-        if not word or "\0" in word:
-            raise SpecError(f"spec.command[{i}]", "must be a non-empty string")
-    if spec.script is not None:
-        script_file.check_name(spec.script.name)
-        script_file.check_size(spec.script.name, len(spec.script.source.encode()))
-    for key in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
-        value = getattr(spec, key)
-        if value is not None:
-            _at_least(f"spec.{_key_of(JobSpec, key)}", value, 1)
-
-
-def _check_builtin_only(spec: JobSpec) -> None:
-    for key in _OWN_ONLY:
-        if getattr(spec, key) not in ((), None):
-            raise SpecError(
-                f"spec.{_key_of(JobSpec, key)}",
-                "applies to your own program (spec.command or spec.script); the built-in "
-                "trainer takes spec.trainer (extraArgs, rendezvousTimeoutSeconds, "
-                "stallTimeoutSeconds)",
-            )
 
 
 def _validate_resources(resources_: Resources, shm_size: str) -> None:

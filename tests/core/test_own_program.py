@@ -177,3 +177,19 @@ def test_trainer_flags_with_a_script_are_a_usage_error_exit_2(tmp_path, capsys):
     assert run(["render", "--script", str(path), "--epochs", "5"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "spec.trainer.epochs" in err
+
+
+def test_the_multiworkerjob_the_cli_applies_carries_the_script_and_reads_back_the_same(tmp_path):
+    from launcher.operator import crd
+
+    path = tmp_path / "train.py"
+    path.write_text("print('mine')\n")
+    job = load_job(EXAMPLE, [("spec.script", str(path)), ("spec.args", ["--epochs", "1"])])
+    document = {
+        "apiVersion": job.api_version,
+        "kind": job.kind,
+        "metadata": crd.document_of(job.metadata),
+        "spec": crd.document_of(job.spec),
+    }
+    assert document["spec"]["script"] == {"name": "train.py", "source": "print('mine')\n"}
+    assert job_from_document(document) == job

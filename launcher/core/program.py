@@ -1,0 +1,65 @@
+"""A program of the user's (spec.command, spec.args, spec.script) or the built-in trainer.
+
+The two are exclusive: spec.trainer configures only the built-in MNIST trainer, and args,
+rendezvousTimeoutSeconds and stallTimeoutSeconds only a program of the user's (which the
+worker wrapper runs). Mixing them is one SpecError naming the field. Called by
+`spec.validate`; kept apart so that spec.py stays the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from launcher.core import script
+from launcher.core.errors import SpecError
+
+if TYPE_CHECKING:  # spec imports this module
+    from launcher.core.spec import JobSpec
+
+OWN_ONLY = ("args", "rendezvous_timeout_seconds", "stall_timeout_seconds")
+"""JobSpec fields that apply only to a program of the user's."""
+
+
+def own_program(spec: JobSpec) -> bool:
+    """True when the workers run the user's program rather than the built-in trainer."""
+    return bool(spec.command) or spec.script is not None
+
+
+def validate(spec: JobSpec) -> None:
+    """The rules of a program of the user's; raise the first SpecError."""
+    defaults = type(spec.trainer)()
+    for f in dataclasses.fields(defaults):
+        if getattr(spec.trainer, f.name) != getattr(defaults, f.name):
+            raise SpecError(
+                f"spec.trainer.{f.metadata['key']}",
+                "configures only the built-in MNIST trainer, but spec.command/spec.script "
+                "names your own program; pass your program's flags in spec.args instead",
+            )
+    for i, word in enumerate(spec.command):
+        if not word or "\0" in word:
+            raise SpecError(f"spec.command[{i}]", "must be a non-empty string")
+    if spec.script is not None:
+        script.check_name(spec.script.name)
+        script.check_size(spec.script.name, len(spec.script.source.encode()))
+    for name in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
+        value = getattr(spec, name)
+        if value is not None and value < 1:
+            raise SpecError(f"spec.{_key(spec, name)}", f"must be at least 1, got {value}")
+
+
+def check_builtin_only(spec: JobSpec) -> None:
+    """With the built-in trainer: none of the fields that belong to a program of the user's."""
+    for name in OWN_ONLY:
+        if getattr(spec, name) not in ((), None):
+            raise SpecError(
+                f"spec.{_key(spec, name)}",
+                "applies to your own program (spec.command or spec.script); the built-in "
+                "trainer takes spec.trainer (extraArgs, rendezvousTimeoutSeconds, "
+                "stallTimeoutSeconds)",
+            )
+
+
+def _key(spec: Any, name: str) -> str:
+    """The file key (camelCase) of JobSpec field `name`."""
+    return str(next(f.metadata["key"] for f in dataclasses.fields(spec) if f.name == name))
