@@ -72,6 +72,8 @@ NAME_LENGTH = Rule(
 BATCH_DIVISIBLE = Rule(
     field="spec.trainer.globalBatchSize",
     cel=(
+        # Only the built-in trainer's batch: a program of the user's (command, script) has its own.
+        "has(self.script) || (has(self.command) && size(self.command) > 0) || "
         "self.workers < 1 || self.gpusPerWorker < 0 || self.trainer.globalBatchSize % "
         "(self.workers * (self.gpusPerWorker > 0 ? self.gpusPerWorker : 1)) == 0"
     ),

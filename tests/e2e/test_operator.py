@@ -273,7 +273,10 @@ def test_the_operator_stores_a_multiworkerjobs_script_in_a_config_map_it_owns(
     source = "import os\nprint('mine', os.environ['TFLAUNCH_NUM_WORKERS'])\n"
     doc = _mwj("own", namespace, pod_hooks(run_for="1h"))
     doc["spec"].pop("trainer")
-    doc["spec"].update(script={"name": "train.py", "source": source}, args=["--epochs", "1"])
+    # 3 workers: the built-in trainer's batch rule (256 over 3 replicas) does not bind it.
+    doc["spec"].update(
+        script={"name": "train.py", "source": source}, args=["--epochs", "1"], workers=3
+    )
     cp.apply(doc)
     config_maps = eventually(
         lambda: cp.get("configmaps", "-n", namespace, "-l", "tflaunch.dev/job-name=own")["items"],
