@@ -454,3 +454,35 @@ def thread_count(requested: int | str) -> int:
     if isinstance(requested, int):
         return requested
     return usable_cpus()
+
+
+# --- the checkpoint volume ---------------------------------------------------------------
+
+
+def check_writable(directory: str | None, label: str, what: str = "checkpoint directory") -> None:
+    """Create `directory` and write a file into it, as this worker's UID.
+
+    A volume the worker cannot write (an NFS export that ignores the pod's fsGroup, a claim
+    owned by another UID) would otherwise fail the first checkpoint, deep inside training,
+    as an exit 1 that the group restarts retry in vain.
+
+    Raises:
+        ConfigError: naming the path and the UID/GID, and how to fix the volume.
+    """
+    if not directory:
+        return
+    probe = os.path.join(directory, f".tflaunch-write-check-{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("ok\n")
+        os.remove(probe)
+    except OSError as error:
+        uid, gid = os.geteuid(), os.getegid()
+        raise ConfigError(
+            f"{label}: cannot write the {what} {directory} as UID {uid} (GID {gid}): "
+            f"{error.strerror or error}; the checkpoint volume (spec.checkpoint.claimName) "
+            f"must be writable by UID {uid}: NFS and some other volumes ignore fsGroup, so "
+            f"chown the export (or that directory) to {uid}:{gid}, or make it group-writable "
+            f"for GID {gid}"
+        ) from None

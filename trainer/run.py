@@ -353,6 +353,8 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
     logs.configure(cluster.label, contract.debug_requested(env))
     preflight.check_worker_index(cluster, env.get(contract.ENV_WORKER_INDEX))
     check_devices(args.expect_gpus, cluster.label)
+    preflight.check_writable(args.checkpoint_dir, cluster.label)
+    preflight.check_writable(args.model_dir, cluster.label, "model directory")
     preflight.rendezvous(cluster, args.rendezvous_timeout)
     child_env = program_env(env, cluster, args)
     log.info("starting %s", " ".join(args.command))

@@ -29,7 +29,7 @@ from launcher.cli.options import (
 )
 from launcher.cli.wait_cmd import not_found, wait_command, wait_for_job, wait_options
 from launcher.cluster import status
-from launcher.core import render
+from launcher.core import render, runs, workload
 from launcher.core.errors import ExitStatus, NotFound
 from launcher.core.spec import MultiWorkerJob
 
@@ -119,8 +119,13 @@ def submit_command(
         )
         return ExitStatus.SUCCESS
     cluster = connect(kubeconfig, kube_context)
-    from launcher.cluster import apply
+    from launcher.cluster import apply, find
 
+    # The run whose checkpoints the workers write: the one the Jobs already have (an
+    # unchanged resubmit), a new one (a new submission; --replace is one), or the spec's.
+    kept = None if replace else find.checkpoint_run(cluster, job.name, job.namespace)
+    job = runs.with_run(job, runs.new_run_id() if kept is None else kept)
+    objects = render.render(job)
     server_dry_run = dry_run == "server"
     applied = apply.apply_job(
         cluster, objects, replace=replace, dry_run=server_dry_run, program=program
@@ -132,6 +137,14 @@ def submit_command(
         return ExitStatus.SUCCESS
     if all(item.action == "unchanged" for item in applied) and not replace:
         click.echo(f"job {job.name} is already submitted with this spec: nothing to do", err=True)
+    elif job.spec.checkpoint.claim_name and job.spec.checkpoint.run not in (None, kept):
+        run = job.spec.checkpoint.run
+        click.echo(
+            f"checkpoint run {run}: {workload.pod_paths(job)[0]} on claim "
+            f"{job.spec.checkpoint.claim_name}; to continue it in a later submission: "
+            f"--set spec.checkpoint.run={run}",
+            err=True,
+        )
     if wait_for_it:
         return wait_for_job(cluster, job.name, job.namespace, timeout, pending_warning)
     click.echo(

@@ -93,3 +93,15 @@ def resource_quotas(cluster: Cluster, namespace: str | None = None) -> list[Obj]
 def endpoint_slices(cluster: Cluster, service: str, namespace: str | None = None) -> list[Obj]:
     """The EndpointSlices of a Service (selected by `kubernetes.io/service-name`)."""
     return cluster.list_objects("EndpointSlice", namespace, f"kubernetes.io/service-name={service}")
+
+
+def checkpoint_run(cluster: Cluster, name: str, namespace: str | None = None) -> str | None:
+    """The checkpoint run the existing Jobs of job `name` write (`labels.CHECKPOINT_RUN`),
+    so that resubmitting it keeps the run; None when it has no Jobs, "" when they have no
+    run (an older tflaunch's, whose checkpoints are per job name)."""
+    jobs = cluster.list_objects("Job", cluster.ns(namespace), labels.job_selector_string(name))
+    for job in sorted(jobs, key=lambda j: str(j["metadata"].get("name"))):
+        run = ((job.get("metadata") or {}).get("annotations") or {}).get(labels.CHECKPOINT_RUN)
+        if run:
+            return str(run)
+    return "" if jobs else None

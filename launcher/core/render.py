@@ -101,6 +101,11 @@ def render(job: MultiWorkerJob) -> list[K8sObject]:
     else:
         for index in range(job.spec.workers):
             objects.append(_render_one("job.yaml.j2", {**context, **_worker_context(job, index)}))
+    if job.spec.checkpoint.run:  # so that a resubmit can keep it (`launcher.core.runs`)
+        for obj in objects:
+            if obj["kind"] == "Job":
+                annotations = obj["metadata"].setdefault("annotations", {})
+                annotations[labels.CHECKPOINT_RUN] = job.spec.checkpoint.run
     return objects
 
 

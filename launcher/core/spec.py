@@ -141,6 +141,13 @@ class Checkpoint:
         None,
     )
     mount_path: str = _field("mountPath", "Mount path in the trainer container.", "/checkpoints")
+    run: str | None = _field(
+        "run",
+        "Continue this earlier run: its checkpoints are read and written (the run id "
+        "`tflaunch submit` printed, or the MultiWorkerJob's uid). Default: a new run, "
+        "kept across group restarts and unchanged resubmits.",
+        None,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -464,6 +471,13 @@ def validate(job: MultiWorkerJob) -> None:
         raise SpecError("spec.checkpoint.claimName", "is not a valid PersistentVolumeClaim name")
     if not spec.checkpoint.mount_path.startswith("/"):
         raise SpecError("spec.checkpoint.mountPath", "must be an absolute path")
+    run = spec.checkpoint.run
+    if run is not None and (len(run) > 63 or not _DNS_1123_LABEL.match(run)):
+        raise SpecError(
+            "spec.checkpoint.run",
+            f"{run!r} is not a run id (lower-case letters, digits and '-', at most 63), e.g. "
+            "20261130-174512-3f2a",
+        )
     limits.check(job)
     if spec.deny_metadata_egress and not spec.network_policy:
         raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)

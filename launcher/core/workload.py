@@ -45,8 +45,17 @@ def trainer_env(job: MultiWorkerJob) -> dict[str, str]:
 
 
 def pod_paths(job: MultiWorkerJob) -> tuple[str, str]:
-    """(checkpoint dir, model dir) inside a pod: per job, on the checkpoint volume."""
+    """(checkpoint dir, model dir) inside a pod: per job and run, on the checkpoint volume.
+
+    The one place these paths are made ($TFLAUNCH_CHECKPOINT_DIR and the trainer's flags
+    come from here). Keyed by the run (spec.checkpoint.run, which `tflaunch submit` and the
+    operator fill in: `launcher.core.runs`), so that a new submission under the same name on
+    a shared claim never resumes another run's backup, while the group restarts of one run
+    still do. Without a run (a bare `render.render`) the path is per job name only.
+    """
     root = f"{job.spec.checkpoint.mount_path.rstrip('/')}/{job.name}"
+    if job.spec.checkpoint.run:
+        root = f"{root}/{job.spec.checkpoint.run}"
     return f"{root}/backup", f"{root}/model"
 
 

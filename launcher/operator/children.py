@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.core import contract, labels, render
+from launcher.core import contract, labels, render, runs
 from launcher.core import spec as spec_model
 from launcher.operator import crd
 from launcher.operator.crd import Status
@@ -74,7 +74,9 @@ def children(
     still fails the Job at once), no TTL (the operator's TTL deletes the resource and with
     it everything), the remaining deadline, and the restart count in $TFLAUNCH_RESTARTS.
     """
-    objects = render.render(job)
+    # The resource's uid is the run: every group restart resumes it, a new MultiWorkerJob
+    # of the same name does not (unless spec.checkpoint.run names an earlier run).
+    objects = render.render(runs.with_run(job, str(meta_of(resource).get("uid") or "")))
     owner = owner_reference(resource)
     for obj in objects:
         obj["metadata"]["ownerReferences"] = [owner]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,16 @@ def test_submit_operator_wait_follows_the_multiworkerjob_through_a_group_restart
     assert "restart 1" in run.err, run  # the child's failure was a restart, not exit 3
     status = cp.get("mwj", "again", "-n", namespace)["status"]
     assert (status["phase"], status["restarts"]) == ("Succeeded", 1), status
+    # the restarted group writes (and so resumes) the checkpoints of the same run: the uid's
+    uid = cp.get("mwj", "again", "-n", namespace)["metadata"]["uid"]
+    (job,) = cp.get("jobs", "-n", namespace)["items"]
+    assert job["metadata"]["annotations"]["tflaunch.dev/group-restarts"] == "1"
+    assert checkpoint_dir(job) == f"/checkpoints/again/{uid}/backup"
+
+
+def checkpoint_dir(job: dict[str, Any]) -> str:
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    return str(args[args.index("--checkpoint-dir") + 1])
 
 
 def test_a_job_the_operator_runs_is_refused_by_submit_shown_from_its_status_and_deleted(
