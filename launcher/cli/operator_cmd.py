@@ -25,6 +25,11 @@ class KopfMissing(TflaunchError):
     exit_status = ExitStatus.BAD_INPUT
 
 
+def split_namespaces(values: tuple[str, ...]) -> tuple[str, ...]:
+    """`-n a -n b`, `-n a,b` and TFLAUNCH_OPERATOR_NAMESPACES="a,b" (or "a b") alike."""
+    return tuple(n for value in values for n in value.replace(",", " ").split())
+
+
 @click.command("operator")
 @click.option(
     "-n",
@@ -33,6 +38,7 @@ class KopfMissing(TflaunchError):
     multiple=True,
     metavar="NAMESPACE",
     envvar="TFLAUNCH_OPERATOR_NAMESPACES",
+    callback=lambda _ctx, _param, values: split_namespaces(values),
     help="Serve MultiWorkerJobs in this namespace (repeatable, or comma-separated in "
     "$TFLAUNCH_OPERATOR_NAMESPACES); default: the context's.",
 )
@@ -89,7 +95,6 @@ def operator_command(
       tflaunch operator -A --metrics-address 0.0.0.0:8081   # Prometheus: /metrics
       tflaunch operator -n team-a,team-b --leader-elect     # namespaced, 2 replicas
     """
-    namespaces = tuple(n for value in namespaces for n in value.replace(",", " ").split())
     if namespaces and all_namespaces:
         raise click.UsageError("--namespace and --all-namespaces exclude each other")
     try:
