@@ -231,9 +231,19 @@ def logs_command(
     ns = namespace or cluster.namespace
     pods_seen: dict[int | None, int] = {}
 
-    def finished(objects: JobObjects) -> bool:
+    def job_finished(objects: JobObjects) -> bool:
         return status.summarize(name, ns, objects.jobs, objects.pods).finished
 
+    finished: Callable[[JobObjects], bool] = job_finished
+    resource = None
+    if follow:  # a job the operator runs ends with its MultiWorkerJob, not with a child Job
+        from launcher.cluster import operated
+        from launcher.core import labels
+
+        jobs = cluster.list_objects("Job", ns, labels.job_selector_string(name))
+        resource = operated.operator_job(cluster, name, ns, jobs)
+        if resource is not None:
+            finished = operator_jobs.finished_check(cluster, name, ns)
     try:
         for line in logs.job_logs(
             cluster,
@@ -243,6 +253,7 @@ def logs_command(
             follow=follow,
             since_seconds=since_seconds,
             finished=finished,
+            jobs_recreated=resource is not None,
         ):
             prefix = f"[worker {line.index if line.index is not None else '?'}]"
             if line.note is not None:

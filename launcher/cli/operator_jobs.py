@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from launcher.cluster import status
@@ -166,3 +166,22 @@ def with_operator_state(
             created=status.parse_time((resource.get("metadata") or {}).get("creationTimestamp")),
         )
     return [rows[key] for key in sorted(rows)]
+
+
+def finished_check(cluster: Cluster, name: str, namespace: str) -> Callable[[Any], bool]:
+    """For `logs -f`: True once the MultiWorkerJob is Succeeded, Failed or gone (its child
+    Jobs fail and vanish at every group restart). Read at most once per POLL_SECONDS."""
+    from launcher.cluster import custom, operated
+
+    last: list[Any] = [0.0, False]
+
+    def finished(_objects: Any) -> bool:
+        if time.monotonic() - last[0] >= POLL_SECONDS:
+            current = custom.get_custom(cluster, operated.MULTIWORKERJOB, name, namespace)
+            last[:] = [time.monotonic(), current is None or status_of(current).phase in DONE]
+        return bool(last[1])
+
+    return finished
+
+
+DONE = ("Succeeded", "Failed")

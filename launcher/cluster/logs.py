@@ -111,12 +111,15 @@ def job_logs(
     follow: bool = False,
     since_seconds: int | None = None,
     finished: Callable[[JobObjects], bool] = lambda _: False,
+    jobs_recreated: bool = False,
 ) -> Iterator[LogLine]:
     """Log lines of the job's workers (all, or one `worker` index).
 
     Without `follow`: every pod's log (old attempts included), in timestamp order.
     With `follow`: each pod's log as its container starts (a restarted worker's new pod
     included), until `finished(objects)` says the job is done and every stream ended.
+    `jobs_recreated`: the Jobs may vanish and come back (the operator restarts the group by
+    recreating them), so only `finished` ends a followed stream.
     """
     ns = cluster.ns(namespace)
     if not follow:
@@ -125,7 +128,7 @@ def job_logs(
             raise NotFound(f"job {name} not found in namespace {ns}")
         yield from pods_logs(cluster, found.pods, ns, worker=worker, since_seconds=since_seconds)
         return
-    yield from _follow_logs(cluster, name, ns, worker, since_seconds, finished)
+    yield from _follow_logs(cluster, name, ns, worker, since_seconds, finished, jobs_recreated)
 
 
 def pods_logs(
@@ -199,6 +202,7 @@ def _follow_logs(
     worker: int | None,
     since: int | None,
     finished: Callable[[JobObjects], bool],
+    jobs_recreated: bool = False,
 ) -> Iterator[LogLine]:
     lines: queue.Queue[LogLine | BaseException | str] = queue.Queue()
     cancel = Cancel()
@@ -275,9 +279,10 @@ def _follow_logs(
                     running.discard(item)
                 else:
                     yield item
-            if not objects.jobs and not objects.pods and not seen_job:
+            if not objects.jobs and not objects.pods and not seen_job and not jobs_recreated:
                 raise NotFound(f"job {name} not found in namespace {namespace}")
-            if not running and (finished(objects) or (seen_job and not objects.jobs)):
+            gone = seen_job and not objects.jobs and not jobs_recreated
+            if not running and (finished(objects) or gone):
                 if rechecked:
                     return
                 # The Pod watch may lag the Job's: list once more for pods not yet read.
