@@ -8,6 +8,7 @@ fast runs before the strategy waits for peers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -98,6 +99,13 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     return contract.EXIT_OK
 
 
+def termination_message(text: str, path: str = contract.TERMINATION_MESSAGE_PATH) -> None:
+    """Leave `text` in the pod's terminated state (only in a pod: the file exists there)."""
+    if os.path.exists(path):
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, and map failures (a bad flag included) to exit codes.
 
@@ -111,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_warning = preflight.prepare_environment(os.environ, config.expect_gpus, debug)
         return program(config, env_warning, debug)
     except TrainerError as e:
-        log.error("%s", e)
+        # Preempted is not a failure: the group restarts and resumes where it saved.
+        log.log(
+            logging.WARNING if e.exit_code == contract.EXIT_PREEMPTED else logging.ERROR, "%s", e
+        )
         return e.exit_code
     except Exception as e:
         log.exception(

@@ -23,7 +23,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from launcher.core import contract
-from trainer import data, evaluate, progress
+from trainer import data, evaluate, preemption, progress
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
@@ -88,12 +88,13 @@ def _saved_counter(reader: Any, name: str) -> int:
     return int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
-def resume_point(checkpoint_dir: str, steps_per_epoch: int, save_freq: str | int) -> ResumePoint:
+def resume_point(checkpoint_dir: str, steps_per_epoch: int) -> ResumePoint:
     """Read the epoch/step BackupAndRestore will resume at, before `fit` restores it.
 
     Reads the same checkpoint and applies the same rule as tf-keras'
-    `WorkerTrainingState.maybe_load_initial_counters_from_ckpt`, so the reported
-    `resumed_from_epoch` is where training really continues.
+    `WorkerTrainingState.maybe_load_initial_counters_from_ckpt` with per-step saving (which
+    `preemption.PreemptionBackup` always uses: an epoch-end backup records the epoch's last
+    step), so the reported resume point is where training really continues.
     """
     latest = tf.train.latest_checkpoint(os.path.join(checkpoint_dir, BACKUP_SUBDIR))
     if latest is None:
@@ -101,8 +102,6 @@ def resume_point(checkpoint_dir: str, steps_per_epoch: int, save_freq: str | int
     reader = tf.train.load_checkpoint(latest)
     epoch = _saved_counter(reader, "ckpt_saved_epoch")
     batch = _saved_counter(reader, "ckpt_saved_batch")
-    if save_freq == SAVE_FREQ_EPOCH:
-        return ResumePoint(epoch + 1, 0) if epoch >= 0 else ResumePoint(0, 0)
     if batch < 0:
         return ResumePoint(0, 0)
     if batch == steps_per_epoch - 1:
@@ -269,11 +268,16 @@ def run(
             f"planned {plan.replicas} replicas but the strategy has "
             f"{strategy.num_replicas_in_sync}; do all workers see the same GPUs?"
         )
-    resume = resume_point(checkpoint_dir, plan.steps_per_epoch, config.save_freq)
+    # TensorFlow's coordination service took SIGTERM over when the strategy started.
+    sigterm = preemption.SigtermFlag()
+    sigterm.install()
+    resume = resume_point(checkpoint_dir, plan.steps_per_epoch)
+    resumed_at = resume.epoch * plan.steps_per_epoch + resume.step
     if resume.epoch or resume.step:
         log.info(
-            "resuming from the backup in %s at epoch %d step %d",
+            "resuming from the backup in %s at step %d (epoch %d, step %d)",
             checkpoint_dir,
+            resumed_at,
             resume.epoch + 1,
             resume.step,
         )
@@ -286,8 +290,11 @@ def run(
             history,
             os.path.join(checkpoint_dir, HISTORY_FILE) if cluster.is_chief else None,
         ),
-        keras.callbacks.BackupAndRestore(
-            checkpoint_dir, save_freq=backup_frequency(config.save_freq, config.steps_per_execution)
+        preemption.PreemptionBackup(
+            checkpoint_dir,
+            backup_frequency(config.save_freq, config.steps_per_execution),
+            sigterm,
+            plan.steps_per_epoch,
         ),
         # The chief's TFLAUNCH_PROGRESS lines (tflaunch local's bar, the operator's status).
         progress.ProgressCallback(plan.global_batch_size, chief=cluster.is_chief),
@@ -296,6 +303,9 @@ def run(
     # whose teardown after fit stalled one worker for ~10 s steps (docs/performance.md).
     on_cpu = not plan.gpus_per_worker
     train = data.train_dataset(mnist, plan.global_batch_size, config.seed, autotune=not on_cpu)
+    # The same stream as an uninterrupted run from the step it stopped at: the pipeline is
+    # deterministic (seeded shuffle), so skipping the batches already trained on is exact.
+    train = train.skip(resumed_at)
     test = data.eval_dataset(mnist, plan.global_batch_size, autotune=not on_cpu)
     if on_cpu:
         no_fetch = tf.distribute.InputOptions(experimental_fetch_to_device=False)
@@ -354,6 +364,8 @@ def run(
         "fit_seconds": round(fit_seconds, 3),
         "restarts": restarts,
         "resumed_from_epoch": resume.epoch,
+        "resumed_from_step": resumed_at,
+        "optimizer_steps": int(model.optimizer.iterations.numpy()),
         "history": {
             "loss": [epoch["loss"] for epoch in history],
             "accuracy": [epoch["accuracy"] for epoch in history],

@@ -25,6 +25,10 @@ EXIT_PREEMPTED = 79
 checkpoint at the same step. Never a failure: the Job's podFailurePolicy ignores it, the
 operator and `tflaunch local` restart the group without using a retry. (79: just past
 sysexits.h's range, so it means only this.)"""
+PREEMPTED_SAVED = re.compile(r"preempted: every worker saved at step (?P<step>\d+)\b")
+"""The trainer's last line before EXIT_PREEMPTED, also its pod's termination message:
+"preempted: every worker saved at step 70 (epoch 2, step 30 of 40); ...", where the
+restarted group resumes."""
 
 # Environment variables set in every worker, by the templates and by `tflaunch local`.
 ENV_TF_CONFIG = "TF_CONFIG"
@@ -61,6 +65,10 @@ TRAINER_LOG_LINE = re.compile(
 
 TRAINER_ENV: dict[str, str] = {ENV_LEGACY_KERAS: "1"}
 """Environment every worker gets, in a pod and in `tflaunch local` alike."""
+
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+"""Kubernetes' default terminationMessagePath: what the trainer writes there shows in its
+pod's terminated state (`state.terminated.message`), where the operator reads it."""
 
 RESULT_FILE = "result.json"
 RESULT_LINE_PREFIX = "TFLAUNCH_RESULT "

@@ -128,6 +128,7 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "suspend": gang.suspend_at_creation(job),
         "worker_selector": labels.worker_selector(job.name),
         "config_error_exit_code": contract.EXIT_CONFIG_ERROR,
+        "preempted_exit_code": contract.EXIT_PREEMPTED,
         "run_as_user": contract.TRAINER_UID,
         "image_pull_secrets": [{"name": s} for s in spec.image_pull_secrets],
         "tolerations": [_toleration(t) for t in spec.tolerations],

@@ -33,6 +33,12 @@ KIND = "MultiWorkerJob"
 METADATA_ADDRESS = "169.254.169.254"
 """The cloud metadata service (instance credentials on AWS, GCP, Azure)."""
 
+DEFAULT_TERMINATION_GRACE_SECONDS = 60
+"""SIGTERM to SIGKILL. A preempted group needs: <= 1 s to notice, one execution
+(steps_per_execution steps) for every worker to reach the agreed step, the save, the exit.
+The reference MNIST job needs a few seconds (docs/preemption.md has the measurement); 60 s
+leaves room for a bigger model or a slower volume, while a node drain still goes quickly."""
+
 MAX_NAME_LENGTH = rules.MAX_NAME_LENGTH
 MAX_WORKERS = 10_000
 INT32_MAX = limits.INT32_MAX
@@ -302,6 +308,14 @@ class JobSpec:
         "How many times the worker group may be restarted after a failure.",
         3,
         minimum=0,
+    )
+    termination_grace_period_seconds: int = _field(
+        "terminationGracePeriodSeconds",
+        "Seconds from SIGTERM (eviction, drain, preemption) to SIGKILL, for pods and "
+        "`tflaunch local` alike: every worker finishes its step and saves in this time, "
+        "then exits 79 and the group resumes there (docs/preemption.md).",
+        DEFAULT_TERMINATION_GRACE_SECONDS,
+        minimum=1,
     )
     active_deadline_seconds: int | None = _field(
         "activeDeadlineSeconds",

@@ -4,7 +4,9 @@ Same TF_CONFIG builder, same trainer flags and environment as the pods (only loo
 addresses and local paths differ), and the cluster's failure semantics: when one worker
 fails, the whole group is stopped and restarted (MWMS cannot go on with a missing peer), up
 to spec.backoffLimit times, resuming from the shared checkpoint; a configuration error
-(the trainer's EXIT_CONFIG_ERROR) fails at once, as the Job's podFailurePolicy does.
+(the trainer's EXIT_CONFIG_ERROR) fails at once, as the Job's podFailurePolicy does. A
+preemption (EXIT_PREEMPTED: every worker saved at the same step) restarts the group without
+using a retry, as the Job's podFailurePolicy ignores it.
 No worker process outlives this one, whatever happens.
 
 Each worker's full output, TensorFlow's C++ log lines included, goes to
@@ -35,7 +37,6 @@ from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
 
 LOOPBACK = "127.0.0.1"
-STOP_GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.2
 
 
@@ -79,6 +80,8 @@ class Attempt:
     last_errors: tuple[str | None, ...] = ()
     """Each worker's last ERROR line of the trainer's own (never a TensorFlow C++ line), so
     the failure says why, not only how; for exit 75/78 it is the trainer's one-line reason."""
+    saved_steps: tuple[int | None, ...] = ()
+    """The step each worker said it saved at before exiting EXIT_PREEMPTED."""
 
     @property
     def succeeded(self) -> bool:
@@ -87,6 +90,18 @@ class Attempt:
     @property
     def config_error(self) -> bool:
         return contract.EXIT_CONFIG_ERROR in self.exit_codes
+
+    @property
+    def preempted(self) -> bool:
+        """Told to stop and saved: some worker exited EXIT_PREEMPTED and none failed (the
+        others saved too, or were stopped by us once the grace period was over)."""
+        codes = set(self.exit_codes)
+        return contract.EXIT_PREEMPTED in codes and codes <= {0, None, contract.EXIT_PREEMPTED}
+
+    @property
+    def saved_step(self) -> int | None:
+        """Where the group resumes after a preemption (the chief's word first)."""
+        return next((step for step in self.saved_steps if step is not None), None)
 
     def describe(self) -> str:
         """The cause first (a signal, then a configuration error, then a rendezvous
@@ -121,14 +136,18 @@ def _describe_exit(code: int | None) -> str:
     meaning = {
         contract.EXIT_CONFIG_ERROR: " (configuration error)",
         contract.EXIT_RENDEZVOUS_TIMEOUT: " (peers never came)",
+        contract.EXIT_PREEMPTED: " (preempted, saved)",
     }.get(code, "")
     return f"exited {code}{meaning}"
 
 
 def next_step(attempt: Attempt, restarts_so_far: int, backoff_limit: int) -> str:
-    """What the group does after an attempt: "done", "restart" or "fail" (pure policy)."""
+    """What the group does after an attempt: "done", "resume" (after a preemption: uses no
+    retry), "restart" or "fail" (pure policy)."""
     if attempt.succeeded:
         return "done"
+    if attempt.preempted:
+        return "resume"
     if attempt.config_error or restarts_so_far >= backoff_limit:
         return "fail"
     return "restart"
@@ -192,10 +211,13 @@ class _Group:
         commands: Sequence[tuple[list[str], dict[str, str]]],
         console: Console,
         log_files: Sequence[TextIO],
+        grace_seconds: float,
     ) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
         self.last_errors: list[str | None] = [None] * len(commands)
+        self.saved_steps: list[int | None] = [None] * len(commands)
+        self._grace_seconds = grace_seconds
         self._log_files = log_files
         self._console = console
         self._reported: dict[int, int | None] = {}
@@ -218,6 +240,8 @@ class _Group:
             if all(code == 0 for code in codes):
                 break
             if any(code not in (None, 0) for code in codes):
+                if contract.EXIT_PREEMPTED in codes:
+                    codes = self._wait_for_the_others_to_save()
                 self.stop()
                 break
             self._console.tick()
@@ -226,7 +250,18 @@ class _Group:
             thread.join(timeout=2.0)  # the last lines, and with them the last errors
         final = tuple(self._codes(codes))
         self._report(list(final), stopped=True)
-        return Attempt(final, tuple(self.last_errors))
+        return Attempt(final, tuple(self.last_errors), tuple(self.saved_steps))
+
+    def _wait_for_the_others_to_save(self) -> list[int | None]:
+        """One worker saved and exited: the others are saving at the same step (or about to
+        fail); let them finish within the grace period instead of stopping them mid-save."""
+        deadline = time.monotonic() + self._grace_seconds
+        codes = [p.poll() for p in self.processes]
+        while any(code is None for code in codes) and time.monotonic() < deadline:
+            self._report(codes)
+            time.sleep(POLL_SECONDS)
+            codes = [p.poll() for p in self.processes]
+        return codes
 
     def _report(self, codes: Sequence[int | None], stopped: bool = False) -> None:
         """Tell the console about each worker that ended (once; None: stopped by us)."""
@@ -250,13 +285,17 @@ class _Group:
             error = trainer_error(line)
             if error:
                 self.last_errors[index] = error
+            saved = contract.PREEMPTED_SAVED.search(line)
+            if saved:
+                self.saved_steps[index] = int(saved.group("step"))
         stream.close()
 
     def stop(self) -> None:
-        """SIGTERM every worker's process group, SIGKILL what is left after a grace period."""
+        """SIGTERM every worker's process group (a training worker saves, then exits
+        EXIT_PREEMPTED), SIGKILL what is left after the grace period."""
         for process in self.processes:
             _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        deadline = time.monotonic() + self._grace_seconds
         for process in self.processes:
             try:
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -315,12 +354,14 @@ def run_local(
     if any(paths.checkpoint_dir.iterdir()):
         console.message(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
     restarts = 0
+    preemptions = 0
     with _sigterm_as_exception(), contextlib.closing(console):
         while True:
             commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
                                        data, extra_args, verbose)  # fmt: skip
-            with _log_files(paths, job.spec.workers, restarts) as log_files:
-                group = _Group(commands, console, log_files)
+            with _log_files(paths, job.spec.workers, restarts + preemptions) as log_files:
+                group = _Group(commands, console, log_files,
+                               job.spec.termination_grace_period_seconds)  # fmt: skip
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):
@@ -331,8 +372,17 @@ def run_local(
             step = next_step(attempt, restarts, job.spec.backoff_limit)
             if step == "done":
                 if own_program(job.spec):  # the program's own output is its result
-                    return {"restarts": restarts, "model_dir": str(paths.model_dir)}
-                return _result(paths, restarts)
+                    return {"restarts": restarts, "preemptions": preemptions,
+                            "model_dir": str(paths.model_dir)}  # fmt: skip
+                return _result(paths, restarts, preemptions)
+            if step == "resume":
+                preemptions += 1
+                console.message(
+                    f"tflaunch: {describe_preemption(attempt)}; restarting all "
+                    f"{job.spec.workers} workers (preemption {preemptions}, not a retry: "
+                    f"{restarts}/{job.spec.backoff_limit} used)"
+                )
+                continue
             if step == "fail":
                 reason = (
                     "configuration error, not retried"
@@ -375,7 +425,15 @@ def _write_script(job: MultiWorkerJob, paths: LocalPaths) -> None:
     (paths.script_dir / job.spec.script.name).write_text(job.spec.script.source, encoding="utf-8")
 
 
-def _result(paths: LocalPaths, restarts: int) -> dict[str, Any]:
+def describe_preemption(attempt: Attempt) -> str:
+    """ "preempted, every worker saved at step 70, resuming there" (or what is known)."""
+    step = attempt.saved_step
+    if step is None:
+        return "preempted, resuming from the last checkpoint"
+    return f"preempted, every worker saved at step {step}; resuming at step {step}"
+
+
+def _result(paths: LocalPaths, restarts: int, preemptions: int) -> dict[str, Any]:
     try:
         result: dict[str, Any] = json.loads(paths.result_file.read_text())
     except (OSError, ValueError) as error:
@@ -383,5 +441,6 @@ def _result(paths: LocalPaths, restarts: int) -> dict[str, Any]:
             f"workers exited 0 but {paths.result_file} is unreadable: {error}"
         ) from None
     result["restarts"] = restarts
+    result["preemptions"] = preemptions
     paths.result_file.write_text(json.dumps(result, indent=2) + "\n")
     return result

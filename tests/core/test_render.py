@@ -152,10 +152,28 @@ def test_config_errors_fail_the_job_and_evictions_are_not_counted():
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert rules[0]["action"] == "FailJob"
     assert rules[0]["onExitCodes"]["values"] == [contract.EXIT_CONFIG_ERROR]
-    assert rules[1] == {
+    assert {
         "action": "Ignore",
         "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-    }
+    } in rules
+
+
+def test_a_preemption_the_trainer_saved_before_is_ignored_and_the_grace_period_covers_it():
+    """Exit 79: every worker saved at the same step; the replacement pods resume there."""
+    from launcher.core import contract
+
+    job = load_job(None, [("spec.terminationGracePeriodSeconds", 45)])
+    (rendered,) = [o for o in render(job) if o["kind"] == "Job"]
+    assert {
+        "action": "Ignore",
+        "onExitCodes": {
+            "containerName": "trainer",
+            "operator": "In",
+            "values": [contract.EXIT_PREEMPTED],
+        },
+    } in rendered["spec"]["podFailurePolicy"]["rules"]
+    assert rendered["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 45
+    assert load_job(None).spec.termination_grace_period_seconds == 60
 
 
 def test_backoff_limit_counts_group_restarts_not_pod_failures():

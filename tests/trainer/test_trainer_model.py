@@ -110,7 +110,39 @@ def test_weights_digest_changes_with_any_weight() -> None:
 
 
 def test_a_fresh_checkpoint_dir_resumes_from_epoch_zero(tmp_path: Path) -> None:
-    assert train.resume_point(str(tmp_path), 10, "epoch") == train.ResumePoint(0, 0)
+    assert train.resume_point(str(tmp_path), 10) == train.ResumePoint(0, 0)
+
+
+class _Flag:
+    """Stands in for preemption.SigtermFlag: set from a callback instead of a signal."""
+
+    def __init__(self) -> None:
+        self.set = False
+
+    def is_set(self) -> bool:
+        return self.set
+
+
+def _fit(
+    tmp_path: Path, save_freq: str | int, callbacks: list[object], spe: int = 1
+) -> tuple[object, object]:
+    """A fresh model trained for 3 epochs of 5 steps, backed up into tmp_path."""
+    import tensorflow as tf
+
+    from trainer import preemption
+
+    model = model_lib.build_model()
+    model_lib.compile_model(model, 1e-3, steps_per_execution=spe)
+    x = np.zeros((20, 28, 28, 1), np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(20, np.int64))).batch(4)
+    flag = _Flag()
+    backup = preemption.PreemptionBackup(str(tmp_path), save_freq, flag, 5)  # type: ignore[arg-type]
+    callbacks = [backup, *callbacks]
+    for callback in callbacks:
+        if hasattr(callback, "flag"):
+            callback.flag = flag  # type: ignore[attr-defined]
+    model.fit(dataset.repeat(), epochs=3, steps_per_epoch=5, verbose=0, callbacks=callbacks)
+    return model, flag
 
 
 @pytest.mark.parametrize(
@@ -126,7 +158,6 @@ def test_resume_point_is_read_from_the_backup_and_restore_checkpoint(
     tmp_path: Path, save_freq: str | int, expected: train.ResumePoint
 ) -> None:
     """Train epochs of 5 steps and "crash" after global step 9 (epoch 1, batch 3)."""
-    import tensorflow as tf
     import tf_keras
 
     class Crash(tf_keras.callbacks.Callback):  # type: ignore[misc]
@@ -134,18 +165,42 @@ def test_resume_point_is_read_from_the_backup_and_restore_checkpoint(
             if self.model.optimizer.iterations.numpy() == 9:
                 raise KeyboardInterrupt
 
-    model = model_lib.build_model()
-    model_lib.compile_model(model, 1e-3)
-    x = np.zeros((20, 28, 28, 1), np.float32)
-    dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(20, np.int64))).batch(4)
-    backup = tf_keras.callbacks.BackupAndRestore(
-        str(tmp_path), save_freq=save_freq, delete_checkpoint=False
-    )
     with pytest.raises(KeyboardInterrupt):
-        model.fit(
-            dataset.repeat(), epochs=3, steps_per_epoch=5, verbose=0, callbacks=[backup, Crash()]
-        )
-    assert train.resume_point(str(tmp_path), 5, save_freq) == expected
+        _fit(tmp_path, save_freq, [Crash()])
+    assert train.resume_point(str(tmp_path), 5) == expected
+
+
+@pytest.mark.parametrize("spe", [1, 2], ids=["step-by-step", "steps_per_execution=2"])
+def test_sigterm_saves_at_the_next_step_and_the_next_fit_resumes_right_after_it(
+    tmp_path: Path, spe: int
+) -> None:
+    """SIGTERM noticed after global step 7 (epoch 1, batch 1): saved after the step the
+    handler agrees on (single worker: the next execution), and nothing is trained twice."""
+    import tf_keras
+
+    from trainer import preemption
+
+    class Sigterm(tf_keras.callbacks.Callback):  # type: ignore[misc]
+        flag: _Flag | None = None
+
+        def on_train_batch_end(self, batch: int, logs: object = None) -> None:
+            if self.model.optimizer.iterations.numpy() >= 6 and self.flag and not self.flag.set:
+                self.flag.set = True
+                time.sleep(1.5)  # the handler polls the flag once a second
+
+    with pytest.raises(preemption.Preempted) as caught:
+        _fit(tmp_path, "epoch", [Sigterm()], spe)
+    assert caught.value.exit_code == contract.EXIT_PREEMPTED
+    match = contract.PREEMPTED_SAVED.search(str(caught.value))
+    assert match, str(caught.value)
+    saved = int(match.group("step"))
+    assert 6 < saved < 15, "saved mid-epoch, after the signal, before the end"
+    resume = train.resume_point(str(tmp_path), 5)
+    assert resume.epoch * 5 + resume.step == saved
+
+    # The restarted run: every step it trains is one not trained before the save.
+    model, _ = _fit(tmp_path, "epoch", [], spe)
+    assert model.optimizer.iterations.numpy() == 15  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

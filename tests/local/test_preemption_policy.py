@@ -1,0 +1,54 @@
+"""`tflaunch local`'s decisions after a preemption (pure: no processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.core import contract
+from launcher.core.errors import SpecError
+from launcher.core.spec import load_job
+from launcher.local.runner import Attempt, describe_preemption, next_step
+
+P = contract.EXIT_PREEMPTED
+
+
+@pytest.mark.parametrize(
+    "codes, restarts, expected",
+    [
+        ((P, P), 0, "resume"),
+        ((P, P), 3, "resume"),  # a preemption uses no retry, even with none left
+        ((P, None), 3, "resume"),  # the other was stopped after the grace period
+        ((0, P), 0, "resume"),
+        ((P, 1), 0, "restart"),  # a worker failed: that is a failure, whoever saved
+        ((P, 1), 3, "fail"),
+        ((P, contract.EXIT_CONFIG_ERROR), 0, "fail"),
+        ((P, -9), 0, "restart"),
+    ],
+)
+def test_a_preemption_resumes_without_using_a_retry(codes, restarts, expected):
+    assert next_step(Attempt(codes), restarts, backoff_limit=3) == expected
+
+
+def test_the_restart_says_where_the_group_resumes():
+    attempt = Attempt((P, P), (None, None), (None, 70))
+    assert describe_preemption(attempt) == (
+        "preempted, every worker saved at step 70; resuming at step 70"
+    )
+    assert describe_preemption(Attempt((P, None))) == (
+        "preempted, resuming from the last checkpoint"
+    )
+    assert Attempt((P, None)).describe() == "worker 0 exited 79 (preempted, saved)"
+
+
+def test_the_trainers_line_is_what_the_launcher_parses():
+    line = (
+        "12:00:01 [worker 1/2] WARNING preempted: every worker saved at step 70 (epoch 2, "
+        "step 30 of 40); exiting 79 so that the group restarts and resumes there"
+    )
+    match = contract.PREEMPTED_SAVED.search(line)
+    assert match and match.group("step") == "70"
+
+
+def test_a_grace_period_below_one_second_is_refused_naming_the_field():
+    with pytest.raises(SpecError, match=r"spec\.terminationGracePeriodSeconds"):
+        load_job(None, [("spec.terminationGracePeriodSeconds", 0)])
