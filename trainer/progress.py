@@ -89,6 +89,7 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if not self._chief:
             return
         now = self._clock()
+        batch = int(batch)  # numpy's int64 in the epoch a resumed fit starts mid-way
         done = self._epoch * self._steps + batch + 1
         first = self._first is None
         if first:
