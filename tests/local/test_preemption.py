@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,37 +73,38 @@ def uninterrupted(mnist_npz: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_sigterm_mid_epoch_saves_everywhere_and_resumes_without_a_retry_or_a_lost_step(
     tmp_path: Path, mnist_npz: Path, uninterrupted: str, victim: int
 ) -> None:
-    launcher = subprocess.Popen(
-        _tflaunch(tmp_path, mnist_npz), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    lines: list[str] = []
+    console = tmp_path / "console.txt"
+    backups = tmp_path / "checkpoints" / "chief"
+    with console.open("w") as out:
+        launcher = subprocess.Popen(
+            _tflaunch(tmp_path, mnist_npz), stdout=out, stderr=subprocess.STDOUT, text=True
+        )
     try:
-        assert launcher.stdout is not None
-        # The first epoch's line: the second one (64 steps, seconds) is under way.
-        for line in launcher.stdout:
-            lines.append(line)
-            if "INFO epoch 1/2:" in line:
-                break
+        # The first epoch's backup: the second epoch (64 steps, seconds) is under way.
+        deadline = time.monotonic() + 300
+        while not (backups.exists() and any(backups.glob("*.index"))):
+            assert launcher.poll() is None, console.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the first epoch never ended"
+            time.sleep(0.05)
         workers = _children(launcher.pid)
-        assert len(workers) == 2, lines
+        assert len(workers) == 2
         os.kill(workers[victim], signal.SIGTERM)
-        rest, _ = launcher.communicate(timeout=600)
+        launcher.wait(timeout=600)
     finally:
         launcher.kill()
-    output = "".join(lines) + rest
+    output = console.read_text()
     assert launcher.returncode == 0, output[-4000:]
 
-    saved = [
-        int(m)
-        for m in re.findall(r"\[worker \d\].*preempted: every worker saved at step (\d+)", output)
-    ]
-    assert len(saved) == 2 and saved[0] == saved[1], output[-4000:]
+    logs = [(tmp_path / "logs" / f"worker-{i}.log").read_text() for i in range(2)]
+    saved = [int(m) for log in logs for m in contract.PREEMPTED_SAVED.findall(log)]
+    assert len(saved) == 2 and saved[0] == saved[1], logs
     step = saved[0]
     assert STEPS_PER_EPOCH < step < EPOCHS * STEPS_PER_EPOCH, "saved in the second epoch"
     assert step % STEPS_PER_EPOCH, "mid-epoch, not at a boundary"
+    assert "SIGTERM received" in logs[victim] and "SIGTERM received" not in logs[1 - victim]
     assert (
         f"tflaunch: preempted, every worker saved at step {step}; resuming at step {step}" in output
-    )
+    ), output
     assert "not a retry: 0/0 used" in output
 
     result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
