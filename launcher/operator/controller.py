@@ -36,7 +36,7 @@ from launcher.core.errors import (
     TflaunchError,
     TransientClusterError,
 )
-from launcher.operator import crd, leader, observe, reconcile
+from launcher.operator import crd, leader, observe, progress, reconcile
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -86,6 +86,8 @@ def reconcile_once(
     chief = observe.chief_log_wanted(observed)
     if chief is not None:
         observed = dataclasses.replace(observed, chief_log=_chief_log(cluster, chief, namespace))
+    elif chief := progress.log_wanted(observed, crd.status_from_document(resource.get("status"))):
+        observed = dataclasses.replace(observed, chief_log=_progress_log(cluster, chief, namespace))
     plan = reconcile.decide(observed)
     try:
         for obj in plan.create:  # before the status is written: a taken name changes the plan
@@ -142,6 +144,16 @@ def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
         raise
     except ClusterError as error:
         logger.warning("%s/%s: cannot read the result: %s", namespace, pod, error)
+        return None
+
+
+def _progress_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
+    """The tail of the chief's log for its progress; None when it cannot be read now (the
+    progress is only informative: it never fails or delays a reconcile)."""
+    try:
+        return custom.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
+    except ClusterError as error:
+        logger.debug("%s/%s: cannot read the progress: %s", namespace, pod, error)
         return None
 
 

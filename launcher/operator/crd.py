@@ -105,6 +105,26 @@ RESULT_SCHEMA: dict[str, Any] = {
 
 
 @dataclasses.dataclass(frozen=True)
+class ProgressStatus:
+    """The chief's latest TFLAUNCH_PROGRESS line, read from its log at most every 30 s."""
+
+    epoch: int = _field("epoch", "The epoch being trained, counted from 1.", 0)
+    epochs: int = _field("epochs", "Epochs in all.", 0)
+    step: int = _field("step", "Steps done in this epoch.", 0)
+    steps: int = _field("steps", "Steps per epoch.", 0)
+    loss: float | None = _field("loss", "The epoch's running mean training loss.", None)
+    eta_seconds: float | None = _field(
+        "etaSeconds", "Training time left at the measured step rate.", None
+    )
+    images_per_sec: float | None = _field(
+        "imagesPerSec", "Global training throughput (all workers).", None
+    )
+    updated: str | None = _field("updated", "When the operator read it (RFC 3339).", None)
+    epoch_text: str = _field("epochText", 'E.g. "2/5" (a printer column).', "")
+    eta: str = _field("eta", 'The ETA in words, e.g. "1m20s" (a printer column).', "")
+
+
+@dataclasses.dataclass(frozen=True)
 class Status:
     """What the operator observed and did; written to the status subresource only."""
 
@@ -133,6 +153,9 @@ class Status:
     )
     observed_generation: int | None = _field(
         "observedGeneration", "The metadata.generation this status reflects.", None
+    )
+    progress: ProgressStatus | None = _field(
+        "progress", "Where training stands, from the chief's progress line.", None
     )
     conditions: tuple[Condition, ...] = _field(
         "conditions", "Created, Running, Restarting, Suspended, Succeeded, Failed.", factory=tuple
@@ -183,9 +206,27 @@ def status_from_document(document: Any) -> Status:
         elif f.name == "phase":
             if raw in typing.get_args(Phase):
                 values[f.name] = raw
+        elif f.name == "progress":
+            values[f.name] = _progress(raw)
         elif isinstance(raw, str):
             values[f.name] = raw
     return Status(**values)
+
+
+def _progress(raw: Any) -> ProgressStatus | None:
+    """status.progress read leniently, like the rest of the status."""
+    if not isinstance(raw, Mapping):
+        return None
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(ProgressStatus):
+        value = raw.get(f.metadata["key"])
+        if f.type in ("int", int) and isinstance(value, int) and not isinstance(value, bool):
+            values[f.name] = value
+        elif "float" in str(f.type) and isinstance(value, int | float):
+            values[f.name] = None if isinstance(value, bool) else float(value)
+        elif "str" in str(f.type) and isinstance(value, str):
+            values[f.name] = value
+    return ProgressStatus(**values)
 
 
 def _condition(raw: Mapping[str, Any]) -> Condition:
@@ -326,6 +367,10 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
      "description": "Ready workers of all."},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts",
      "description": "Whole-group restarts."},
+    {"name": "Epoch", "type": "string", "jsonPath": ".status.progress.epochText",
+     "description": "The epoch being trained, of all (the chief's progress)."},
+    {"name": "ETA", "type": "string", "jsonPath": ".status.progress.eta",
+     "description": "Training time left (the chief's progress, read every 30 s)."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Accuracy", "type": "number", "jsonPath": ".status.result.test_accuracy",
      "priority": 1, "description": "The chief's test accuracy."},

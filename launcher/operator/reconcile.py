@@ -36,6 +36,7 @@ from launcher.core import contract, labels
 from launcher.core import spec as spec_model
 from launcher.core.errors import SpecError
 from launcher.operator import crd
+from launcher.operator import progress as progress_status
 from launcher.operator.children import bool_text, children, remaining_deadline, trimmed
 from launcher.operator.conditions import (
     INVALID_SPEC,
@@ -123,7 +124,11 @@ def decide(observed: Observed) -> Plan:
         job = spec_model.job_from_document(trimmed(resource))
     except SpecError as error:
         return _invalid_spec(observed, old, jobs, error)
-    return _run(observe(observed, job, old, jobs, pods))
+    plan = _run(observe(observed, job, old, jobs, pods))
+    status, requeue = progress_status.refreshed(
+        plan.status, old, observed.chief_log, observed.now, plan.requeue_after
+    )
+    return dataclasses.replace(plan, status=status, requeue_after=requeue)
 
 
 def rejected(observed: Observed, error: str) -> Plan:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from launcher.core import contract
-from launcher.operator import crd, observe, reconcile
+from launcher.operator import crd, observe, progress, reconcile
 from launcher.operator.objects import format_time
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -72,7 +72,8 @@ class Cluster:
             pods=[copy.deepcopy(p) for p in self.pods.values()],
             now=self.now,
         )
-        if observe.chief_log_wanted(observed):
+        old = crd.status_from_document(observed.resource.get("status"))
+        if observe.chief_log_wanted(observed) or progress.log_wanted(observed, old):
             observed = dataclasses.replace(observed, chief_log=self.chief_log)
         return observed
 

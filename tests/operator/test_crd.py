@@ -84,7 +84,7 @@ def test_the_crd_is_a_valid_custom_resource_definition():
     (version,) = document["spec"]["versions"]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert columns == ["Phase", "Workers", "Restarts", "Age"]
+    assert columns == ["Phase", "Workers", "Restarts", "Epoch", "ETA", "Age"]
 
 
 def test_every_spec_field_is_in_the_schema_under_its_key_with_its_doc():

@@ -8,7 +8,7 @@ import pytest
 
 from launcher.core import contract, labels, render
 from launcher.core import spec as spec_model
-from launcher.operator import crd
+from launcher.operator import crd, progress
 from launcher.operator.children import children, trimmed
 from launcher.operator.objects import parse_result
 from launcher.operator.observe import Observed
@@ -85,7 +85,8 @@ def test_reconciling_an_unchanged_state_again_does_nothing():
     cluster.start_workers()
     cluster.settle()
     again = cluster.reconcile()
-    assert again == type(again)()  # no status write, no action, no event
+    # No status write, no action, no event; only the next look for the chief's progress.
+    assert again == type(again)(requeue_after=progress.PROGRESS_REFRESH_SECONDS)
 
 
 def test_a_resource_being_deleted_is_left_to_the_garbage_collector():
