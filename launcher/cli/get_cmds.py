@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli import operator_jobs, output
+from launcher.cli import job_progress, operator_jobs, output
 from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option
 from launcher.cli.wait_cmd import not_found
@@ -136,6 +136,7 @@ def status_command(
     ns = namespace or cluster.namespace
     if not watch:
         found = find.job_objects(cluster, name, ns)
+        resource = None
         if fmt not in output.DOCUMENT_FORMATS and fmt != "name":
             from launcher.cluster import operated
 
@@ -148,7 +149,14 @@ def status_command(
         if not found.jobs and not found.pods:
             raise not_found(name, ns)
         summary = status.summarize(name, ns, found.jobs, found.pods)
-        click.echo(output.render([summary], fmt, utc_now(), single=True))
+        current = utc_now()
+        text = output.render([summary], fmt, current, single=True)
+        if fmt in (None, "wide") and resource is None:  # where training stands (the chief's log)
+            training = job_progress.latest(cluster, summary)
+            if training is not None:
+                heading, _, table = text.partition("\n")
+                text = f"{heading}\ntraining: {training.words(current)}\n{table}"
+        click.echo(text)
         return ExitStatus.SUCCESS
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
         _watch_status(cluster, name, ns, fmt, seconds)

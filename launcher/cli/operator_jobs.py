@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from launcher.cli import job_progress
 from launcher.cluster import status
 from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
 from launcher.core.spec import API_VERSION, KIND, MultiWorkerJob
@@ -62,6 +63,9 @@ def summary_lines(resource: Mapping[str, Any], now: datetime.datetime) -> list[s
     ]
     if current.message:
         lines.append(f"{current.reason or 'message'}: {current.message}")
+    training = job_progress.from_resource(resource)
+    if training is not None:
+        lines.append(f"training: {training.words(now)}")
     if current.result:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(current.result.items()))
         lines.append(f"result: {shown}")
@@ -123,6 +127,9 @@ def wait_for_multiworkerjob(
         key = f"{name}: {phase}, {current.workers or '0/?'} workers ready, restarts " + str(
             current.restarts
         )
+        training = job_progress.from_resource(current_obj)
+        if training is not None and current.phase == "Running":
+            key += f", {training.short()}"
         show(f"{key}, {status.duration(elapsed)}", key)
         if timeout is not None and elapsed > timeout:
             raise WaitTimeout(

@@ -10,6 +10,7 @@ goes away meanwhile is waited out (`launcher.cluster.retry`), bounded by --timeo
 from __future__ import annotations
 
 import datetime
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -17,11 +18,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.cli import output
+from launcher.cli import job_progress, output
 from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.core.progress import fit
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster
@@ -109,7 +111,8 @@ class _Progress:
         self.drawn = False
 
     def show(self, line: str, key: str) -> None:
-        if self.tty:
+        if self.tty:  # cut to the terminal's width: a wrapped line cannot be redrawn in place
+            line = fit(line, shutil.get_terminal_size().columns - 1)
             click.echo(f"\r\x1b[2K{line}", nl=False, err=True)
             self.drawn = True
         elif key != self.last:
@@ -196,6 +199,8 @@ def wait_for_job(
     seen = False
     missing = _MissingPods(cluster, namespace, pending_warning)
     resource: dict[str, Any] | None = None
+    training: job_progress.Seen | None = None
+    read_at = -job_progress.REFRESH_SECONDS
     try:
         for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
@@ -228,7 +233,10 @@ def wait_for_job(
                 )
             for warning in missing.warnings(objects):
                 progress.say(f"warning: {warning}")
-            line = status.progress_line(summary, elapsed)
+            if summary.state == "Running" and elapsed - read_at >= job_progress.REFRESH_SECONDS:
+                training = job_progress.latest(cluster, summary) or training
+                read_at = elapsed
+            line = status.progress_line(summary, elapsed, training.short() if training else None)
             progress.show(line, line.rpartition(", ")[0])
             if summary.state == "Succeeded":
                 progress.say(f"job {name} succeeded in {status.duration(elapsed)}")

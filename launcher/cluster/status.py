@@ -355,8 +355,13 @@ def duration(seconds: float) -> str:
 # --- Waiting -------------------------------------------------------------------------------
 
 
-def progress_line(status: JobStatus, elapsed: float) -> str:
-    """The live one-liner of `tflaunch wait`."""
+NAMED_RESTARTS = 3
+"""Up to this many restarted workers are named in `wait`'s line; more are counted."""
+
+
+def progress_line(status: JobStatus, elapsed: float, training: str | None = None) -> str:
+    """The live one-liner of `tflaunch wait`; `training` says where training stands (the
+    chief's progress). Its length does not grow with the number of workers."""
     parts = [
         f"{status.name}: {status.state.lower()}",
         f"{status.running}/{status.expected} workers running",
@@ -364,8 +369,15 @@ def progress_line(status: JobStatus, elapsed: float) -> str:
     pending = [w.index for w in status.workers if w.phase in ("Pending", "Missing")]
     if pending and not status.finished:
         parts.append(f"{len(pending)} pending")
-    restarted = [f"worker {w.index} x{w.restarts}" for w in status.workers if w.restarts]
-    parts.append(f"restarts: {', '.join(restarted)}" if restarted else "no restarts")
+    if training:
+        parts.append(training)
+    restarted = [w for w in status.workers if w.restarts]
+    if len(restarted) > NAMED_RESTARTS:
+        parts.append(f"restarts: {len(restarted)} workers, {status.restarts} in all")
+    elif restarted:
+        parts.append(f"restarts: {', '.join(f'worker {w.index} x{w.restarts}' for w in restarted)}")
+    else:
+        parts.append("no restarts")
     parts.append(duration(elapsed))
     return ", ".join(parts)
 

@@ -1,0 +1,95 @@
+"""Where a job's training stands, for `tflaunch wait` and `status`.
+
+Two sources: when the operator runs the job, its MultiWorkerJob's `status.progress`, which
+the operator refreshes from the chief's log every 30 s (`launcher.cli.operator_jobs` reads
+the resource anyway); otherwise the tail of the chief pod's own log, read for its last
+`TFLAUNCH_PROGRESS` line. Progress is informative: a log that cannot be read (none on the
+node, no RBAC for pods/log) gives none, never an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from launcher.cluster import status as status_lib
+from launcher.core import progress as progress_lib
+from launcher.core.errors import ClusterError
+from launcher.core.progress import Progress
+from launcher.operator import crd
+from launcher.operator import progress as operator_progress
+
+if TYPE_CHECKING:
+    from launcher.cluster.client import Cluster
+
+LOG_TAIL_LINES = 200
+REFRESH_SECONDS = 15.0
+"""How often `wait` reads the progress again (a log read or one GET)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """A job's latest progress and where it came from."""
+
+    progress: Progress
+    source: str
+    """`status.progress` (the operator's copy) or `the chief's log`."""
+    updated: datetime.datetime | None = None
+    """When the operator read it (status.progress only)."""
+
+    def words(self, now: datetime.datetime) -> str:
+        """`epoch 2/5, step 120/469, loss 0.1234, 3456 images/s, ETA 1m20s (status.progress,
+        12s ago)`."""
+        text = progress_lib.describe(self.progress)
+        if self.updated is not None:
+            return f"{text} ({self.source}, {status_lib.age(self.updated, now)} ago)"
+        return f"{text} ({self.source})"
+
+    def short(self) -> str:
+        """`epoch 2/5 step 120/469 ETA 1m20s`: for the one-line progress of `wait`."""
+        p = self.progress
+        text = f"epoch {p.epoch}/{p.epochs} step {p.step}/{p.steps}"
+        if p.eta_seconds is not None:
+            text += f" ETA {progress_lib.duration(p.eta_seconds)}"
+        return text
+
+
+def from_resource(resource: Mapping[str, Any] | None) -> Seen | None:
+    """The progress in a MultiWorkerJob's status."""
+    if resource is None:
+        return None
+    written = crd.status_from_document(resource.get("status")).progress
+    found = operator_progress.to_progress(written)
+    if found is None or written is None:
+        return None
+    return Seen(found, "status.progress", status_lib.parse_time(written.updated))
+
+
+def from_log(log: str | None) -> Seen | None:
+    """The progress in the tail of the chief's log."""
+    found = progress_lib.latest((log or "").splitlines())
+    return None if found is None else Seen(found, "the chief's log")
+
+
+def chief_pod(summary: status_lib.JobStatus) -> str | None:
+    """Worker 0's newest pod, once its container has started (else it has no log)."""
+    chief = next((w for w in summary.workers if w.index == 0), None)
+    if chief is None or chief.pod is None or chief.phase not in ("Running", "Succeeded", "Failed"):
+        return None
+    return chief.pod
+
+
+def latest(cluster: Cluster, summary: status_lib.JobStatus) -> Seen | None:
+    """The job's latest progress from the tail of the chief's log (a job the operator runs
+    shows its MultiWorkerJob's status.progress instead: `from_resource`)."""
+    from launcher.cluster import custom
+
+    pod = chief_pod(summary)
+    if pod is None:
+        return None
+    try:
+        return from_log(custom.pod_log_tail(cluster, pod, summary.namespace, LOG_TAIL_LINES))
+    except ClusterError:
+        return None

@@ -1,0 +1,83 @@
+"""`tflaunch status` and `wait` show where training stands: the chief's latest progress from
+its log tail (here) or from the MultiWorkerJob's status.progress (tests/e2e/test_progress.py,
+on the real API server); and `wait`'s line stays short for any number of workers."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+
+from launcher.cli import job_progress
+from launcher.cluster import apply, status
+from launcher.cluster.client import Cluster
+from launcher.core import progress
+from launcher.core.progress import Progress
+from tests.cluster.conftest import Result, job_objects
+from tests.cluster.fakeapi import FakeKubernetes
+from tests.cluster.objects import pod_for
+
+Tflaunch = Callable[..., Result]
+LINE = progress.format_line(Progress(2, 5, 120, 469, 0.1234, 3456.7, 80.0))
+
+
+def test_status_shows_the_chiefs_latest_progress_from_its_log(
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    apply.apply_job(cluster, job_objects())
+    job = fake.get("Job", "mnist-worker")
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    fake.log("mnist-worker-0-a0", progress.format_line(Progress(1, 5, 469, 469, 0.5)), LINE,
+             "12:00:01 [worker 0/2] INFO something else")  # fmt: skip
+    fake.log("mnist-worker-1-a0", progress.format_line(Progress(5, 5, 1, 469)))  # not the chief
+
+    result = tflaunch("status", "mnist")
+
+    assert result.code == 0
+    assert result.out.splitlines()[1] == (
+        "training: epoch 2/5, step 120/469, loss 0.1234, 3457 images/s, ETA 1m20s (the chief's log)"
+    )
+
+
+def test_status_without_a_progress_line_shows_none(
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    apply.apply_job(cluster, job_objects())
+    job = fake.get("Job", "mnist-worker")
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1, phase="Pending", node=None))
+
+    result = tflaunch("status", "mnist")
+
+    assert result.code == 0 and "training:" not in result.out
+    assert result.out.splitlines()[1].split()[0] == "WORKER"
+
+
+def test_the_operators_copy_is_read_from_the_multiworkerjobs_status() -> None:
+    now = datetime.datetime(2030, 1, 1, 0, 1, tzinfo=datetime.timezone.utc)
+    resource = {"status": {"progress": {
+        "epoch": 2, "epochs": 5, "step": 120, "steps": 469, "etaSeconds": 80.0,
+        "updated": "2030-01-01T00:00:30Z", "epochText": "2/5", "eta": "1m20s",
+    }}}  # fmt: skip
+    seen = job_progress.from_resource(resource)
+    assert seen is not None
+    assert seen.words(now) == "epoch 2/5, step 120/469, ETA 1m20s (status.progress, 30s ago)"
+    assert seen.short() == "epoch 2/5 step 120/469 ETA 1m20s"
+    assert job_progress.from_resource({"status": {"phase": "Running"}}) is None
+
+
+def test_waits_line_names_the_training_and_stays_short_for_64_restarted_workers() -> None:
+    job = job_objects()[-1]
+    job["spec"]["completions"] = job["spec"]["parallelism"] = 64
+    pods = [pod_for(job, i, attempt=a) for i in range(64) for a in range(2)]
+    summary = status.summarize("mnist", "default", [job], pods)
+    assert summary.restarts == 64
+    line = status.progress_line(summary, 125, "epoch 2/5 step 120/469 ETA 1m20s")
+    assert line == (
+        "mnist: running, 64/64 workers running, epoch 2/5 step 120/469 ETA 1m20s, "
+        "restarts: 64 workers, 64 in all, 2m5s"
+    )
+    few = status.summarize(
+        "mnist", "default", [job], pods[:4] + [pod_for(job, i) for i in range(2, 64)]
+    )
+    assert "restarts: worker 0 x1, worker 1 x1, " in status.progress_line(few, 1)
