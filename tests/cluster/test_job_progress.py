@@ -81,3 +81,18 @@ def test_waits_line_names_the_training_and_stays_short_for_64_restarted_workers(
         "mnist", "default", [job], pods[:4] + [pod_for(job, i) for i in range(2, 64)]
     )
     assert "restarts: worker 0 x1, worker 1 x1, " in status.progress_line(few, 1)
+
+
+def test_wait_shows_the_chiefs_progress_from_its_log(
+    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    apply.apply_job(cluster, job_objects())
+    job = fake.get("Job", "mnist-worker")
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    fake.log("mnist-worker-0-a0", LINE)
+
+    result = tflaunch("wait", "mnist", "--timeout", "1")
+
+    assert result.code == 4, result  # still running
+    assert "mnist: running, 2/2 workers running, epoch 2/5 step 120/469 ETA 1m20s, " in result.err
