@@ -58,11 +58,11 @@ class Progress:
 
 def format_line(progress: Progress) -> str:
     """The line the chief prints (one line, keys in a fixed order)."""
-    document = {
-        "epoch": progress.epoch,
-        "epochs": progress.epochs,
-        "step": progress.step,
-        "steps": progress.steps,
+    document = {  # int(): Keras may hand numpy integers, which json cannot write
+        "epoch": int(progress.epoch),
+        "epochs": int(progress.epochs),
+        "step": int(progress.step),
+        "steps": int(progress.steps),
         "loss": _rounded(progress.loss, 6),
         "images_per_sec": _rounded(progress.images_per_sec, 1),
         "eta_seconds": _rounded(progress.eta_seconds, 1),
@@ -73,7 +73,7 @@ def format_line(progress: Progress) -> str:
 def _rounded(value: float | None, digits: int) -> float | None:
     if value is None or not math.isfinite(value):
         return None
-    return round(value, digits)
+    return round(float(value), digits)
 
 
 def parse_line(line: str) -> Progress | None:

@@ -84,3 +84,14 @@ def _tf_config(task_type: str, index: int, chief: bool = False) -> dict[str, str
 )
 def test_the_chief_is_tf_configs_chief_or_worker_0(env: dict[str, str], expected: bool) -> None:
     assert is_chief(env) is expected
+
+
+def test_numpy_numbers_from_keras_make_a_valid_line() -> None:
+    import numpy as np
+
+    clock = Clock()
+    cb, stream = callback(clock)
+    cb.on_epoch_begin(np.int64(1))  # a resumed fit hands numpy integers
+    cb.on_train_batch_end(np.int64(3), {"loss": np.float32(0.25)})
+    (shown,) = lines(stream)
+    assert shown.position() == (2, 4) and shown.loss == pytest.approx(0.25)
