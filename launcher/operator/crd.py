@@ -139,6 +139,18 @@ class Status:
     restarts: int = _field(
         "restarts", "Whole-group restarts so far (the budget is spec.backoffLimit).", 0
     )
+    preemptions: int = _field(
+        "preemptions",
+        "Preemptions every worker saved before (exit 79): the Job replaced the pods, which "
+        "resumed at the saved step; not counted in restarts.",
+        0,
+    )
+    last_preemption_time: str | None = _field(
+        "lastPreemptionTime", "When the last counted preemption's first worker exited.", None
+    )
+    resumed_at_step: int | None = _field(
+        "resumedAtStep", "The step the workers saved at in the last preemption.", None
+    )
     start_time: str | None = _field(
         "startTime", "When the workers first ran (RFC 3339); the deadline counts from it.", None
     )
@@ -200,7 +212,10 @@ def status_from_document(document: Any) -> Status:
         elif f.name == "result":
             if isinstance(raw, Mapping):
                 values[f.name] = dict(raw)
-        elif f.name in ("workers_ready", "workers_total", "restarts", "observed_generation"):
+        elif f.name in (
+            "workers_ready", "workers_total", "restarts", "observed_generation",
+            "preemptions", "resumed_at_step",
+        ):  # fmt: skip
             if isinstance(raw, int) and not isinstance(raw, bool):
                 values[f.name] = raw
         elif f.name == "phase":

@@ -114,6 +114,8 @@ def failed_workers(pods: Iterable[Mapping[str, Any]]) -> list[WorkerExit]:
         code = terminated.get("exitCode") if terminated else None
         if (code is None or code == 0) and phase != "Failed":
             continue
+        if code == contract.EXIT_PREEMPTED:
+            continue  # saved first; the Job ignores it (launcher.operator.preemptions)
         exits.append(
             WorkerExit(
                 worker=pod_worker_index(pod),

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from launcher.core import contract, labels
 from launcher.core import spec as spec_model
 from launcher.core.errors import SpecError
-from launcher.operator import crd
+from launcher.operator import crd, preemptions
 from launcher.operator import progress as progress_status
 from launcher.operator.children import bool_text, children, remaining_deadline, trimmed
 from launcher.operator.conditions import (
@@ -220,6 +220,21 @@ def _invalid_spec(
 
 
 def _run(g: Group) -> Plan:
+    """Record the preemptions the Jobs rode out (no restart), then steps 2 to 4."""
+    status = preemptions.record(g.status, g.pods, g.job.spec.termination_grace_period_seconds)
+    recorded = status != g.status
+    plan = _run_group(dataclasses.replace(g, status=status) if recorded else g)
+    new = plan.status
+    if new is not None and new.preemptions and new.phase in ("Created", "Running"):
+        said = preemptions.describe(new)
+        if said not in new.message:
+            new = dataclasses.replace(new, message=f"{new.message}; {said}")
+        new = None if new == g.old else new
+    events = (Event("Normal", "Preempted", preemptions.describe(status)),) if recorded else ()
+    return dataclasses.replace(plan, status=new, events=(*events, *plan.events))
+
+
+def _run_group(g: Group) -> Plan:
     """Steps 2 to 4 for a valid, unfinished MultiWorkerJob."""
     if g.old.phase == "Restarting":
         return _restarting(g)
