@@ -66,6 +66,16 @@ def record(status: Status, pods: Iterable[Mapping[str, Any]], grace_seconds: int
     )
 
 
+def said(new: Status | None, old: Status) -> Status | None:
+    """`new` whose message (while the group runs) ends with the preemptions; None: as `old`."""
+    if new is None or not new.preemptions or new.phase not in ("Created", "Running"):
+        return new
+    text = describe(new)
+    if text not in new.message:
+        new = dataclasses.replace(new, message=f"{new.message}; {text}")
+    return None if new == old else new
+
+
 def describe(status: Status) -> str:
     """ "preempted 2 times, resumed at step 70" ("" when never preempted)."""
     if not status.preemptions:

@@ -224,13 +224,8 @@ def _run(g: Group) -> Plan:
     status = preemptions.record(g.status, g.pods, g.job.spec.termination_grace_period_seconds)
     recorded = status != g.status
     plan = _run_group(dataclasses.replace(g, status=status) if recorded else g)
-    new = plan.status
-    if new is not None and new.preemptions and new.phase in ("Created", "Running"):
-        said = preemptions.describe(new)
-        if said not in new.message:
-            new = dataclasses.replace(new, message=f"{new.message}; {said}")
-        new = None if new == g.old else new
     events = (Event("Normal", "Preempted", preemptions.describe(status)),) if recorded else ()
+    new = preemptions.said(plan.status, g.old)
     return dataclasses.replace(plan, status=new, events=(*events, *plan.events))
 
 
