@@ -47,6 +47,19 @@ sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHET
 	$(BIN)/python -m trainer.synthetic data/mnist-synthetic.npz
 	@echo "synthetic, not MNIST: make run-local DATA=data/mnist-synthetic.npz"
 
+FULL ?=
+BENCH_ENV = BENCH=$(if $(filter 1 yes true,$(FULL)),full,short) PYTHONPATH=$(CURDIR)
+.PHONY: bench
+bench: install ## Run every benchmark (short; FULL=1 the long ones), each rewriting its part of docs/performance.md
+	$(BENCH_ENV) $(BIN)/python bench/bench_render.py
+	$(BENCH_ENV) $(BIN)/python bench/bench_speed.py --write-docs
+	$(BENCH_ENV) $(BIN)/python bench/bench_scaling.py --write-docs
+	$(BENCH_ENV) $(BIN)/python bench/bench_startup.py --write-docs
+	$(BENCH_ENV) $(BIN)/python bench/bench_recovery.py --write-docs
+	$(BENCH_ENV) $(BIN)/python bench/bench_local.py --write-docs $(if $(filter 1 yes true,$(FULL)),--repeats 3,--epochs 1)
+	$(BENCH_ENV) $(BIN)/python bench/bench_cluster.py
+	$(BENCH_ENV) $(BIN)/python bench/bench_operator.py --write-docs
+
 .PHONY: crd
 crd: install ## Regenerate manifests/operator/crd.yaml from the spec model (a test fails when stale)
 	$(BIN)/python -m launcher.operator.crd > manifests/operator/crd.yaml.tmp

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from launcher.core import contract
+from trainer import precision
 from trainer.errors import ConfigError
 
 SAVE_FREQ_EPOCH = "epoch"
@@ -55,6 +56,12 @@ class TrainConfig:
     threads: int | str
     """Intra/inter-op threads: "auto", 0 for TensorFlow's default, or a count."""
     steps_per_execution: int
+    precision: str = "auto"
+    """Keras dtype policy: "auto", "float32" or "mixed" (trainer.precision decides)."""
+    jit_compile: bool = False
+    """Compile the train step with XLA (measured 0.2-0.4x on CPU: off by default)."""
+    heartbeat_timeout: float = 0.0
+    """Coordination-service heartbeat timeout in seconds; 0 = TensorFlow's (10 s)."""
 
 
 class UsageError(ConfigError):
@@ -196,6 +203,22 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         f"callbacks and the watchdog see every N-th step (default: {DEFAULT_STEPS_PER_EXECUTION})",
     )
 
+    speed = parser.add_argument_group("speed (measured in docs/performance.md)")
+    speed.add_argument(
+        "--precision",
+        choices=precision.CHOICES,
+        default=precision.AUTO,
+        help="mixed = 16-bit compute with float32 weights (bfloat16 on CPU, float16 on GPU); "
+        "auto = only what was measured faster on this device type, which today is "
+        "float32 on CPU and GPU (default: auto)",
+    )
+    speed.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile the train step with XLA (on CPU it measured 0.2-0.4x the images/s "
+        "of the default; for GPUs, measure first)",
+    )
+
     output = parser.add_argument_group("checkpoints and output")
     output.add_argument(
         "--checkpoint-dir",
@@ -241,6 +264,15 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="per-collective timeout (CommunicationOptions.timeout_seconds; TensorFlow "
         "starts a thread per collective for it); 0 = none: dead peers are caught by "
         "heartbeats within seconds and stuck ones by --stall-timeout (default: 0)",
+    )
+    cluster.add_argument(
+        "--heartbeat-timeout",
+        type=_NON_NEGATIVE_SECONDS,
+        default=0.0,
+        metavar="SECONDS",
+        help="a peer silent this long is dead: the group stops and restarts (coordination "
+        "service); shorter notices a dead peer sooner but takes a CPU-starved one for dead "
+        "too; 0 = TensorFlow's default, 10 s (default: 0)",
     )
     cluster.add_argument(
         "--stall-timeout",

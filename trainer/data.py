@@ -208,13 +208,16 @@ def train_dataset(
     import tensorflow as tf
 
     return (
-        tf.data.Dataset.from_tensor_slices((scale(mnist.x_train), _labels(mnist.y_train)))
-        # The examples are already in memory as float32; `cache` keeps tf.data from
-        # re-materializing them. It comes BEFORE shuffle: caching after it would freeze
-        # the first epoch's order for every later epoch.
+        # uint8 in, float32 out per batch: the tensor tf.data copies the training set into,
+        # and the full-size shuffle buffer, are 4x smaller than with float32 images, and
+        # one vectorized cast per batch replaces 256 per-image ones (docs/performance.md).
+        tf.data.Dataset.from_tensor_slices((mnist.x_train[..., np.newaxis], _labels(mnist.y_train)))
+        # `cache` keeps tf.data from re-materializing the examples. It comes BEFORE shuffle:
+        # caching after it would freeze the first epoch's order for every later epoch.
         .cache()
         .shuffle(len(mnist.y_train), seed=seed, reshuffle_each_iteration=True)
         .batch(global_batch, drop_remainder=True)
+        .map(_to_float)
         .repeat()
         .prefetch(tf.data.AUTOTUNE if autotune else 2)
         .with_options(_distribute_options(autotune))
@@ -243,6 +246,13 @@ def eval_dataset(mnist: Mnist, global_batch: int, autotune: bool = True) -> tf.d
         .prefetch(tf.data.AUTOTUNE if autotune else 2)
         .with_options(_distribute_options(autotune))
     )
+
+
+def _to_float(images: Any, labels: Any) -> tuple[Any, Any]:
+    """A batch of uint8 images to float32 in [0, 1], exactly as `scale` does it."""
+    import tensorflow as tf
+
+    return tf.cast(images, tf.float32) / 255.0, labels
 
 
 def _labels(labels: np.ndarray) -> Any:

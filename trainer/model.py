@@ -39,22 +39,31 @@ def build_model() -> keras.Model:
             keras.layers.MaxPooling2D(),
             keras.layers.Flatten(),
             keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(10),
+            # float32 logits under any dtype policy: softmax and loss stay exact in
+            # mixed precision (a no-op under float32).
+            keras.layers.Dense(10, dtype="float32"),
         ],
         name="mnist_cnn",
     )
 
 
-def compile_model(model: keras.Model, learning_rate: float, steps_per_execution: int = 1) -> None:
+def compile_model(
+    model: keras.Model,
+    learning_rate: float,
+    steps_per_execution: int = 1,
+    jit_compile: bool = False,
+) -> None:
     """Adam on sparse categorical cross-entropy from logits, tracking accuracy.
 
     Must run under `strategy.scope()`: the optimizer creates its slot variables there.
+    Under the mixed_float16 policy tf-keras wraps Adam in a LossScaleOptimizer itself.
     """
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
         steps_per_execution=steps_per_execution,
+        jit_compile=jit_compile,
     )
 
 

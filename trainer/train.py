@@ -23,7 +23,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from launcher.core import contract
-from trainer import data, evaluate, preemption, progress
+from trainer import data, evaluate, heartbeat, precision, preemption, progress
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
@@ -235,10 +235,16 @@ def _transient(phase: str, error: tf.errors.OpError) -> TransientError:
 
 
 def build_compiled_model(strategy: tf.distribute.Strategy, config: TrainConfig) -> Any:
-    """Everything that creates variables (model AND optimizer) goes under the scope."""
+    """Everything that creates variables (model AND optimizer) goes under the scope.
+
+    The dtype policy is set first: layers take it when they are created.
+    """
+    precision.apply(config.precision)
     with strategy.scope():
         model = model_lib.build_model()
-        model_lib.compile_model(model, config.learning_rate, config.steps_per_execution)
+        model_lib.compile_model(
+            model, config.learning_rate, config.steps_per_execution, config.jit_compile
+        )
     return model
 
 
@@ -260,6 +266,7 @@ def run(
     tf.keras.utils.set_random_seed(config.seed)
     watchdog.arm("cluster start", config.rendezvous_timeout, contract.EXIT_RENDEZVOUS_TIMEOUT)
     started = time.monotonic()
+    heartbeat.configure(plan.workers, config.heartbeat_timeout)
     strategy = make_strategy(plan.gpus_per_worker, config.collective_timeout)
     log.info("strategy ready in %.1fs", time.monotonic() - started)
     watchdog.disarm()

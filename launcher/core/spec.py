@@ -84,6 +84,9 @@ class Resources:
     )
 
 
+Precision = Literal["auto", "float32", "mixed"]
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainerArgs:
     """Arguments of `python -m trainer` in every worker."""
@@ -122,6 +125,23 @@ class TrainerArgs:
         "costs a thread per collective); default: none.",
         None,
         minimum=1,
+    )
+    precision: Precision = _field(
+        "precision",
+        "Compute dtype: mixed = bfloat16 on CPU, float16 on GPU (float32 weights); auto = "
+        "only what was measured faster on the worker's device type (docs/performance.md).",
+        "auto",
+    )
+    jit_compile: bool = _field(
+        "jitCompile", "Compile the train step with XLA (measured slower on CPU).", False
+    )
+    heartbeat_timeout_seconds: int | None = _field(
+        "heartbeatTimeoutSeconds",
+        "A peer silent this long is dead and the group restarts (coordination service); "
+        "shorter detects sooner but takes a CPU-starved worker for dead; default: "
+        "TensorFlow's 10 s.",
+        None,
+        minimum=2,
     )
     extra_args: tuple[str, ...] = _field(
         "extraArgs", "More arguments appended to the trainer's command line.", factory=tuple

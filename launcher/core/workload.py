@@ -32,6 +32,12 @@ def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> li
     ]  # fmt: skip
     if trainer.collective_timeout_seconds is not None:
         args += ["--collective-timeout", str(trainer.collective_timeout_seconds)]
+    if trainer.precision != "auto":
+        args += ["--precision", trainer.precision]
+    if trainer.jit_compile:
+        args.append("--jit-compile")
+    if trainer.heartbeat_timeout_seconds is not None:
+        args += ["--heartbeat-timeout", str(trainer.heartbeat_timeout_seconds)]
     if trainer.steps_per_epoch is not None:
         args += ["--steps-per-epoch", str(trainer.steps_per_epoch)]
     if trainer.data_path is not None:

@@ -119,3 +119,15 @@ def test_the_same_seed_gives_the_same_order_on_every_worker() -> None:
     second = [b[1].numpy().tolist() for b in data.train_dataset(mnist, 16, seed=7).take(8)]
     assert first == second
     assert first[:4] != first[4:]  # and each epoch is reshuffled
+
+
+def test_training_batches_hold_exactly_the_scaled_images() -> None:
+    """The pipeline keeps uint8 and scales per batch: the same float32 values as `scale`."""
+    mnist = data.Mnist(*arrays().values())
+    images, labels = next(iter(data.train_dataset(mnist, global_batch=16, seed=1)))
+    assert images.dtype.name == "float32"
+    scaled = {label: [] for label in range(10)}
+    for image, label in zip(data.scale(mnist.x_train), mnist.y_train, strict=True):
+        scaled[int(label)].append(image)
+    for image, label in zip(images.numpy(), labels.numpy(), strict=True):
+        assert any(np.array_equal(image, candidate) for candidate in scaled[int(label)])
