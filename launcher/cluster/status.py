@@ -232,6 +232,8 @@ def describe_exit(code: int | None, reason: str | None, terminated: Obj | None =
         text = f"config error (exit {code})"
     elif code == contract.EXIT_RENDEZVOUS_TIMEOUT:
         text = f"rendezvous timeout (exit {code}): peers never became reachable"
+    elif code == contract.EXIT_PREEMPTED:  # the message says the step it resumes at
+        text = f"preempted, saved (exit {code}; not a failure, the Job replaces the pod)"
     elif reason == "OOMKilled":
         text = f"OOMKilled (exit {code}): raise spec.resources.limits.memory"
     elif code is not None and code > 128:

@@ -52,3 +52,12 @@ def test_the_trainers_line_is_what_the_launcher_parses():
 def test_a_grace_period_below_one_second_is_refused_naming_the_field():
     with pytest.raises(SpecError, match=r"spec\.terminationGracePeriodSeconds"):
         load_job(None, [("spec.terminationGracePeriodSeconds", 0)])
+
+
+def test_tflaunch_status_says_a_worker_was_preempted_and_where_it_resumes():
+    from launcher.cluster.status import describe_exit
+
+    saved = "preempted: every worker saved at step 70 (epoch 2, step 30 of 40); exiting 79 ..."
+    text = describe_exit(P, "Error", {"message": saved})
+    assert text.startswith("preempted, saved (exit 79; not a failure")
+    assert "saved at step 70" in text
