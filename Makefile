@@ -66,8 +66,21 @@ crd: install ## Regenerate manifests/operator/crd.yaml from the spec model (a te
 	mv manifests/operator/crd.yaml.tmp manifests/operator/crd.yaml
 
 .PHONY: operator-deploy
-operator-deploy: ## Install the MultiWorkerJob CRD and the operator (manifests/operator/) in the current context
+operator-deploy: ## Install the MultiWorkerJob CRD and the operator (manifests/operator/, generated from the chart) in the current context
 	$(or $(KUBECTL),kubectl) apply -f manifests/operator/
+
+HELM ?= helm
+OPERATOR_NAMESPACE ?= tflaunch-system
+HELM_FLAGS ?=
+
+.PHONY: operator-install
+operator-install: ## Install or upgrade the operator with Helm from charts/tflaunch-operator (HELM_FLAGS='--set ...')
+	$(HELM) upgrade --install tflaunch-operator charts/tflaunch-operator \
+		--namespace $(OPERATOR_NAMESPACE) --create-namespace $(HELM_FLAGS)
+
+.PHONY: operator-manifests
+operator-manifests: install ## Regenerate manifests/operator/operator.yaml from the chart (helm template; a test fails when stale)
+	$(BIN)/python scripts/operator_manifests.py
 
 # ---------------------------------------------------------------------------------------------
 # Images and clusters: docker/, manifests/kind/, scripts/. `make -n TARGET` prints what a

@@ -35,7 +35,7 @@ RECIPE=2
 BIN_DIR="$CACHE_ROOT/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-r$RECIPE"
 # helm (for the chart tests, hack/helm) and controller-gen (for Volcano's CRD in the gang
 # tests, hack/controller-gen) are cached apart: their versions move on their own.
-HELM_DIR="$CACHE_ROOT/helm/helm-$HELM_VERSION-r1"
+HELM_DIR="$CACHE_ROOT/helm/helm-$HELM_VERSION-r2"
 CONTROLLER_GEN_DIR="$CACHE_ROOT/controller-gen/controller-gen-$CONTROLLER_GEN_VERSION-r1"
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
 CLUSTER_NAME=${TFLAUNCH_CLUSTER_NAME:-tflaunch}
@@ -69,13 +69,21 @@ go_build() {
   mv "$dest/.$out.tmp" "$dest/$out"
 }
 
-# helm stamps its version the way its own Makefile does, so `helm version` tells the truth.
+# helm's version stamps, as its own Makefile sets them: its version, and the Kubernetes
+# version `helm template` and `helm lint` assume (client-go's; else v1.20).
 build_helm() {
   [ -x "$HELM_DIR/helm" ] && return 0
   need_go
   mkdir -p "$HELM_DIR"
-  go_build "$here/helm" helm helm.sh/helm/v3/cmd/helm \
-    "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "$HELM_DIR"
+  local client_go minor pkg flags
+  client_go=$(version k8s.io/client-go "$here/helm/go.mod")
+  minor=${client_go#v0.}
+  minor=${minor%%.*}
+  flags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    flags="$flags -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
+  done
+  go_build "$here/helm" helm helm.sh/helm/v3/cmd/helm "$flags" "$HELM_DIR"
 }
 
 build_controller_gen() {

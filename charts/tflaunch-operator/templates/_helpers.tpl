@@ -1,0 +1,60 @@
+{{/* The objects' name (nameOverride; the ClusterRole and its binding are cluster-wide, so
+     two releases need two names). */}}
+{{- define "tflaunch-operator.name" -}}{{ .Values.nameOverride | default "tflaunch-operator" }}{{- end -}}
+
+{{- define "tflaunch-operator.labels" -}}
+app.kubernetes.io/name: tflaunch-operator
+app.kubernetes.io/part-of: tflaunch
+{{- end -}}
+
+{{- define "tflaunch-operator.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The namespaces served when not all: `watch.namespaces`, or the release namespace. */}}
+{{- define "tflaunch-operator.namespaces" -}}
+{{- if .Values.watch.namespaces -}}
+{{ join "," .Values.watch.namespaces }}
+{{- else -}}
+{{ .Release.Namespace }}
+{{- end -}}
+{{- end -}}
+
+{{/* Exactly what the operator calls, and nothing else (tests/operator/test_manifests.py
+     checks it against the calls it makes): no secrets, no CRDs, no namespaces, no kopf
+     peering (leader election is a Lease in the operator's namespace: its own Role). */}}
+{{- define "tflaunch-operator.rules" -}}
+- apiGroups: [tflaunch.dev]
+  resources: [multiworkerjobs]
+  verbs: [get, list, watch, delete]  # delete: spec.ttlSecondsAfterFinished
+- apiGroups: [tflaunch.dev]
+  resources: [multiworkerjobs/status]
+  verbs: [patch]
+- apiGroups: [tflaunch.dev]
+  resources: [multiworkerjobs/finalizers]
+  verbs: [update]  # children's blockOwnerDeletion (OwnerReferencesPermissionEnforcement)
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [list, watch, create, patch, delete]  # patch: spec.suspend
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]  # the chief's TFLAUNCH_RESULT line
+- apiGroups: [""]
+  resources: [services]
+  verbs: [create, get]  # get: on 409, whose is the Service with the job's name?
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [create, get]  # get: on 409, whose is it?
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [create, get]  # spec.script; get: on 409, whose is it?
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [get, create, patch]  # spec.gang: server-side apply; get: whose is it?
+{{- end -}}
