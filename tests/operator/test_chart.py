@@ -85,7 +85,7 @@ MODES = {
         "networkPolicy.enabled=false",
     ),
     "own-image-and-resources": (
-        "image.repository=registry.example.com/tflaunch-operator", "image.tag=9.9.9",
+        "image.repository=registry.example.com/ml/operator-image", "image.tag=9.9.9",
         "resources.limits.memory=1Gi", "imagePullSecrets[0].name=pull",
     ),
 }  # fmt: skip
@@ -105,7 +105,7 @@ def test_the_image_tag_defaults_to_the_package_version(helm: str) -> None:
     assert container["image"] == f"tflaunch-operator:{__version__}"
     own = _one(_render(*MODES["own-image-and-resources"]), "Deployment")
     (container,) = own["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == "registry.example.com/tflaunch-operator:9.9.9"
+    assert container["image"] == "registry.example.com/ml/operator-image:9.9.9"
     assert container["resources"]["limits"]["memory"] == "1Gi"
     assert own["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "pull"}]
 
