@@ -80,7 +80,8 @@ def test_an_unreachable_cluster_names_the_server_and_the_kubeconfig_context(
         "check the kubeconfig context (kubectl config current-context, or --context/--kubeconfig)"
         " and that the cluster is running"
     )
-    assert time.monotonic() - started < 5
+    # A guard against retrying a refused connection for long, not a speed measure.
+    assert time.monotonic() - started < 30
 
 
 def test_unreachable_is_a_cluster_unreachable_error_raised_from_the_clients(

@@ -145,7 +145,8 @@ def test_waiting_ends_with_4_after_the_timeout_and_says_the_job_keeps_running(
     result = tflaunch("wait", "mnist", "--timeout", "0.5")
 
     assert result.code == ExitStatus.TIMEOUT
-    assert time.monotonic() - started < 5
+    # A guard against waiting on after the deadline, not a speed measure (busy CI cores).
+    assert time.monotonic() - started < 30
     line = result.err.splitlines()[-1]
     assert line.startswith("tflaunch: error: job mnist did not finish within 0s (mnist: running")
     assert line.endswith("it keeps running: tflaunch status mnist -n default")
