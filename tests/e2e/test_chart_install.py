@@ -183,3 +183,44 @@ def test_helm_install_namespaced_grants_only_the_served_namespace(
     cp.apply(_mwj("scoped", namespace, pod_hooks(run_for="2s")))
     eventually(_phase_is(cp, "scoped", namespace, "Succeeded"), what="phase Succeeded", timeout=120)
     release.run("uninstall", release.name)
+
+
+def test_the_optional_service_monitor_is_accepted_by_the_prometheus_operators_crd(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    cp = control_plane
+    fetched = subprocess.run(
+        ["bash", str(ROOT / "hack/upstream-crds.sh")], capture_output=True, text=True, timeout=1800
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    cp.kubectl("apply", "--server-side", "-f", str(Path(fetched.stdout.strip()) / "prometheus"))
+    eventually(
+        lambda: cp.kubectl(
+            "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com",
+            "--timeout=10s", check=False,
+        ).code == 0,
+        what="the ServiceMonitor CRD established",
+    )  # fmt: skip
+    release = Release(
+        cp, namespace, "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.labels.release=prometheus",
+    )  # fmt: skip
+    # helm install lets the server prune unknown fields; kubectl's strict field validation
+    # does not, so every field of the chart's ServiceMonitor is one the CRD knows.
+    manifest = release.run("get", "manifest", release.name).stdout
+    monitors = [d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "ServiceMonitor"]
+    strict = cp.kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "-f", "-",
+        stdin=yaml.safe_dump_all(monitors),
+    )  # fmt: skip
+    assert "servicemonitor" in strict.out, strict
+    monitor = cp.get("servicemonitor", release.name, "-n", namespace)
+    service = cp.get("service", f"{release.name}-metrics", "-n", namespace)
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [
+        service["spec"]["ports"][0]["name"]
+    ]
+    release.run("uninstall", release.name)

@@ -1,5 +1,5 @@
 """spec.gang on the real API server, against the gang schedulers' own CRDs taken from their Go
-modules at test time (hack/gang-crds.sh: Kueue v0.17.0's, scheduler-plugins' Coscheduling
+modules at test time (hack/upstream-crds.sh: Kueue v0.17.0's, scheduler-plugins' Coscheduling
 PodGroup, Volcano's PodGroup written by controller-gen from volcano.sh/apis). The API server
 validates our PodGroups against those schemas, the Job controller creates the pods and the
 garbage collector deletes the PodGroup with its owner. No gang scheduler runs here (kwok has
@@ -27,7 +27,7 @@ COSCHEDULING = "podgroups.scheduling.x-k8s.io"
 @pytest.fixture(scope="module")
 def gang_crds(control_plane: ControlPlane) -> Path:
     fetched = subprocess.run(
-        ["bash", str(ROOT / "hack/gang-crds.sh")], capture_output=True, text=True, timeout=1800
+        ["bash", str(ROOT / "hack/upstream-crds.sh")], capture_output=True, text=True, timeout=1800
     )
     assert fetched.returncode == 0, fetched.stderr
     where = Path(fetched.stdout.strip())
