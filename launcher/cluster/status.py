@@ -409,8 +409,7 @@ def pending_warning(status: JobStatus, workers: Sequence[Worker], threshold: flo
         f"{duration(threshold)}{why}. MultiWorkerMirroredStrategy cannot start until all "
         f"{status.expected} workers are scheduled, so the scheduled ones wait idle while "
         f"{scarce}: free capacity or ask for fewer workers/GPUs, or use gang scheduling "
-        "(Kueue: spec.labels kueue.x-k8s.io/queue-name with spec.suspend: true; or a gang "
-        "scheduler via spec.schedulerName)"
+        "(spec.gang: kueue, volcano or coscheduling, so that all workers start together)"
     )
 
 

@@ -170,7 +170,7 @@ def test_workers_pending_too_long_get_a_warning_about_gpus_and_gang_scheduling(
     )
     assert "GPUs are short" in warning
     assert "gang scheduling" in warning
-    assert "Kueue" in warning
+    assert "spec.gang: kueue, volcano or coscheduling" in warning
 
 
 def test_a_restarted_worker_is_reported_while_waiting(
