@@ -42,6 +42,8 @@ class TrainConfig:
     checkpoint_dir: str | None
     """Shared by all workers so a restarted group resumes; None means a fresh temp dir."""
     model_dir: str
+    tensorboard_dir: str | None
+    """Where the chief writes TensorBoard event files; None: none are written."""
     expect_gpus: int | None
     """Fail unless this many GPUs are visible; 0 = CPU only (no CUDA); None = no check."""
     rendezvous_timeout: float
@@ -238,6 +240,14 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default="./model",
         metavar="DIR",
         help=f"where the chief writes the SavedModel and {contract.RESULT_FILE} (default: ./model)",
+    )
+
+    output.add_argument(
+        "--tensorboard-dir",
+        metavar="DIR",
+        help="where the chief writes TensorBoard event files: train/ (loss, accuracy, "
+        "learning rate, images/s per step window and per epoch) and test/ (per epoch, final "
+        "evaluation) (default: none written)",
     )
 
     cluster = parser.add_argument_group("cluster and devices")

@@ -69,12 +69,14 @@ def evaluate(
     dataset: Any,
     steps: int,
     on_step: Callable[[], None] = lambda: None,
+    step: Callable[[Any], tf.Tensor] | None = None,
 ) -> Scores:
     """Run `steps` steps of `dataset` (from `data.eval_dataset`, distributed or not).
 
-    Every worker must call this with the same `steps`: each step is a collective.
+    Every worker must call this with the same `steps`: each step is a collective. `step`:
+    one from `make_step`, reused across calls (each epoch's evaluation) to trace it once.
     """
-    step = make_step(strategy, model)
+    step = step or make_step(strategy, model)
     iterator = iter(dataset)
     totals = np.zeros(3, np.float64)
     for _ in range(steps):

@@ -95,6 +95,9 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     if cluster.is_chief:
         train.publish_result(result, config.model_dir)
+        from trainer import summaries
+
+        summaries.write_curves(result, config.model_dir, _run_label(config.model_dir))
     log.info("done")
     return contract.EXIT_OK
 
@@ -104,6 +107,13 @@ def termination_message(text: str, path: str = contract.TERMINATION_MESSAGE_PATH
     if os.path.exists(path):
         with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def _run_label(model_dir: str) -> str:
+    """The run's name in curves.png: the directory above the model (the job's name in a pod
+    and in `tflaunch local`'s default workdir)."""
+    parent = os.path.basename(os.path.dirname(os.path.abspath(model_dir)))
+    return parent or "run"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

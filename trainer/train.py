@@ -17,13 +17,14 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
 import tf_keras as keras
 
 from launcher.core import contract
-from trainer import data, evaluate, heartbeat, precision, preemption, progress
+from trainer import data, evaluate, heartbeat, precision, preemption, progress, summaries
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
@@ -141,6 +142,7 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         watchdog: Watchdog,
         history: list[dict[str, float]],
         history_path: str | None,
+        restart: int = 0,
     ) -> None:
         super().__init__()
         # Batch hooks get the logs as tensors: converting them to numpy would block every
@@ -150,6 +152,7 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._watchdog = watchdog
         self._history = history
         self._history_path = history_path
+        self._restart = restart
         self._epoch_started = time.monotonic()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -161,7 +164,7 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._watchdog.beat()
-        metrics = {"loss": float((logs or {})["loss"]), "accuracy": float((logs or {})["accuracy"])}
+        metrics = epoch_record(logs or {}, self._restart)
         log.info(
             "epoch %d/%d: loss=%.4f accuracy=%.4f (%.1fs)",
             epoch + 1,
@@ -174,6 +177,25 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._history.append(metrics)
         if self._history_path:
             _write_json(self._history_path, self._history)
+
+
+def epoch_record(logs: Mapping[str, Any], restart: int) -> dict[str, float]:
+    """One epoch of the history: train loss/accuracy, test ones when evaluated (`val_*`
+    from `summaries.EpochEvaluation`), and the restart that ran it (restarts marked in
+    curves.png)."""
+    record = {"loss": float(logs["loss"]), "accuracy": float(logs["accuracy"])}
+    for name in ("loss", "accuracy"):
+        if f"val_{name}" in logs:
+            record[f"test_{name}"] = float(logs[f"val_{name}"])
+    record["restart"] = restart
+    return record
+
+
+def history_lists(history: list[dict[str, float]]) -> dict[str, list[float | None]]:
+    """result.json's history: one list per key, one entry per epoch (None: not recorded,
+    e.g. an epoch of an earlier run that did not evaluate)."""
+    keys = ("loss", "accuracy", "test_loss", "test_accuracy", "restart")
+    return {key: [epoch.get(key) for epoch in history] for key in keys}
 
 
 def _write_json(path: str, value: Any) -> None:
@@ -290,22 +312,6 @@ def run(
         )
     history = read_history(checkpoint_dir, resume.epoch)
     model = build_compiled_model(strategy, config)
-    callbacks = [
-        ProgressCallback(
-            config.epochs,
-            watchdog,
-            history,
-            os.path.join(checkpoint_dir, HISTORY_FILE) if cluster.is_chief else None,
-        ),
-        preemption.PreemptionBackup(
-            checkpoint_dir,
-            backup_frequency(config.save_freq, config.steps_per_execution),
-            sigterm,
-            plan.steps_per_epoch,
-        ),
-        # The chief's TFLAUNCH_PROGRESS lines (tflaunch local's bar, the operator's status).
-        progress.ProgressCallback(plan.global_batch_size, chief=cluster.is_chief),
-    ]
     # CPU workers: no tf.data autotuning and no per-device prefetch (MultiDeviceIterator),
     # whose teardown after fit stalled one worker for ~10 s steps (docs/performance.md).
     on_cpu = not plan.gpus_per_worker
@@ -318,6 +324,32 @@ def run(
         no_fetch = tf.distribute.InputOptions(experimental_fetch_to_device=False)
         train = strategy.experimental_distribute_dataset(train, options=no_fetch)
         test = strategy.experimental_distribute_dataset(test, options=no_fetch)
+    # First: the callbacks after it see each epoch's test scores (history, TensorBoard).
+    epoch_eval = summaries.EpochEvaluation(strategy, test, plan.eval_steps, watchdog.beat)
+    tensorboard = (
+        summaries.TensorBoardWriter(config.tensorboard_dir, plan.global_batch_size)
+        if cluster.is_chief and config.tensorboard_dir
+        else None
+    )
+    callbacks = [
+        epoch_eval,
+        ProgressCallback(
+            config.epochs,
+            watchdog,
+            history,
+            os.path.join(checkpoint_dir, HISTORY_FILE) if cluster.is_chief else None,
+            restart=restarts,
+        ),
+        preemption.PreemptionBackup(
+            checkpoint_dir,
+            backup_frequency(config.save_freq, config.steps_per_execution),
+            sigterm,
+            plan.steps_per_epoch,
+        ),
+        # The chief's TFLAUNCH_PROGRESS lines (tflaunch local's bar, the operator's status).
+        progress.ProgressCallback(plan.global_batch_size, chief=cluster.is_chief),
+        *([tensorboard] if tensorboard is not None else []),
+    ]
 
     watchdog.arm("training", config.stall_timeout)
     try:
@@ -329,13 +361,15 @@ def run(
             callbacks=callbacks,
             verbose=0,
         )
-        fit_seconds = max(time.monotonic() - started, 1e-6)
+        fit_seconds = max(time.monotonic() - started - epoch_eval.seconds, 1e-6)
     except TRANSIENT_TF_ERRORS as e:
         raise _transient("training", e) from None
     try:
         watchdog.arm("evaluation", config.stall_timeout)
         started = time.monotonic()
-        scores = evaluate.evaluate(strategy, model, test, plan.eval_steps, watchdog.beat)
+        scores = epoch_eval.scores.get(config.epochs - 1) or evaluate.evaluate(
+            strategy, model, test, plan.eval_steps, watchdog.beat
+        )  # the last epoch's evaluation is the final one: same weights
         watchdog.arm("export", config.stall_timeout)
         exported = time.monotonic()
         export_model(model, config.model_dir, cluster.is_chief)
@@ -356,6 +390,8 @@ def run(
         steps_run * plan.global_batch_size / fit_seconds,
         digest,
     )
+    if tensorboard is not None:
+        tensorboard.evaluation(scores, config.epochs * plan.steps_per_epoch)
     if cluster.is_chief:
         _remove(os.path.join(checkpoint_dir, HISTORY_FILE))
     return {
@@ -373,10 +409,7 @@ def run(
         "resumed_from_epoch": resume.epoch,
         "resumed_from_step": resumed_at,
         "optimizer_steps": int(model.optimizer.iterations.numpy()),
-        "history": {
-            "loss": [epoch["loss"] for epoch in history],
-            "accuracy": [epoch["accuracy"] for epoch in history],
-        },
+        "history": history_lists(history),
         "weights_sha256": digest,
     }
 

@@ -23,6 +23,7 @@ from launcher.cli import (
     get_cmds,
     local_cmd,
     operator_cmd,
+    plot_cmd,
     spec_cmds,
 )
 from launcher.cli.options import program_name
@@ -87,6 +88,15 @@ def main() -> None:
     sys.exit(run())
 
 
-for family in (spec_cmds, local_cmd, cluster_cmds, get_cmds, doctor_cmd, operator_cmd, completion):
+for family in (
+    spec_cmds,
+    local_cmd,
+    cluster_cmds,
+    get_cmds,
+    doctor_cmd,
+    operator_cmd,
+    completion,
+    plot_cmd,
+):
     for command in family.COMMANDS:
         cli.add_command(command)

@@ -26,6 +26,7 @@ def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> li
         "--save-freq", str(trainer.save_freq),
         "--checkpoint-dir", checkpoint_dir,
         "--model-dir", model_dir,
+        "--tensorboard-dir", tensorboard_dir(model_dir),
         "--expect-gpus", str(job.spec.gpus_per_worker),
         "--rendezvous-timeout", str(trainer.rendezvous_timeout_seconds),
         "--stall-timeout", str(trainer.stall_timeout_seconds),
@@ -43,6 +44,13 @@ def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> li
     if trainer.data_path is not None:
         args += ["--data", trainer.data_path]
     return args + list(trainer.extra_args)
+
+
+def tensorboard_dir(model_dir: str) -> str:
+    """Where the chief writes TensorBoard event files: beside the model directory, i.e.
+    `<mount>/<job>/tensorboard` on the checkpoint volume, `WORKDIR/tensorboard` locally
+    (`tflaunch tensorboard` reads them there)."""
+    return f"{model_dir.rstrip('/').rpartition('/')[0] or '.'}/tensorboard"
 
 
 def trainer_env(job: MultiWorkerJob) -> dict[str, str]:

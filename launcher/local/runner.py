@@ -64,6 +64,11 @@ class LocalPaths:
         return self.workdir / "script"
 
     @property
+    def tensorboard_dir(self) -> Path:
+        """The chief's event files (`workload.tensorboard_dir` beside the model)."""
+        return self.workdir / "tensorboard"
+
+    @property
     def logs_dir(self) -> Path:
         return self.workdir / "logs"
 

@@ -266,6 +266,9 @@ def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_
     result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
     assert result["restarts"] == 1
     assert result["resumed_from_epoch"] >= 1, "the group must resume, not start over"
+    # Each epoch says which run of the group trained it: curves.png marks the restart there.
+    assert result["history"]["restart"][0] == 0 and result["history"]["restart"][-1] == 1
+    assert (tmp_path / "model" / "curves.png").exists()
 
 
 @pytest.mark.tf

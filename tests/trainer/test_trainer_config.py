@@ -20,6 +20,7 @@ def test_defaults_are_the_documented_ones() -> None:
         save_freq="epoch",
         checkpoint_dir=None,
         model_dir="./model",
+        tensorboard_dir=None,
         expect_gpus=None,
         rendezvous_timeout=300.0,
         collective_timeout=0.0,

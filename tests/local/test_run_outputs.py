@@ -1,0 +1,112 @@
+"""What a real 2-worker `tflaunch local` run leaves to look at: TensorBoard event files
+written by the chief alone (read back with TensorFlow's summary iterator), per-epoch test
+scores in result.json, and curves.png beside it; `tflaunch plot` of the same result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from launcher.core import contract, curves
+from launcher.local.runner import LocalPaths
+from tests.pictures import assert_rich_png
+
+TRAIN_TAGS = {"loss", "accuracy", "learning_rate", "images_per_sec", "epoch_loss", "epoch_accuracy"}
+TEST_TAGS = {"epoch_loss", "epoch_accuracy", "evaluation_loss", "evaluation_accuracy"}
+
+
+@pytest.fixture(scope="module")
+def mnist_npz(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from trainer.synthetic import make_mnist_like
+
+    path = tmp_path_factory.mktemp("data") / "mnist.npz"
+    np.savez(path, **make_mnist_like(train=2048, test=256, seed=3))
+    return path
+
+
+def _scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar in the event files under `directory`: tag -> [(step, value)]."""
+    os.environ.setdefault(contract.ENV_LEGACY_KERAS, "1")
+    import tensorflow as tf
+
+    found: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    files = sorted(directory.glob("events.out.tfevents.*"))
+    assert len(files) == 1, f"one writer (the chief) expected in {directory}: {files}"
+    for event in tf.compat.v1.train.summary_iterator(str(files[0])):
+        for value in event.summary.value:
+            found[value.tag].append((event.step, float(tf.make_ndarray(value.tensor))))
+    return dict(found)
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory: pytest.TempPathFactory, mnist_npz: Path) -> Path:
+    workdir = tmp_path_factory.mktemp("run") / "pictures"
+    run = subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "3",
+         "--data", str(mnist_npz), "--workdir", str(workdir), "--",
+         "--global-batch-size", "64", "--steps-per-execution", "4"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return workdir
+
+
+@pytest.mark.tf
+def test_the_chief_writes_tensorboard_scalars_that_match_the_result(local_run: Path) -> None:
+    paths = LocalPaths(local_run)
+    result = json.loads(paths.result_file.read_text())
+    history = result["history"]
+    train = _scalars(paths.tensorboard_dir / "train")
+    test = _scalars(paths.tensorboard_dir / "test")
+    assert set(train) == TRAIN_TAGS and set(test) == TEST_TAGS
+
+    # Per epoch (step = epoch), the same numbers as result.json's history.
+    assert [s for s, _ in train["epoch_loss"]] == [1, 2, 3]
+    assert [v for _, v in train["epoch_loss"]] == pytest.approx(history["loss"])
+    assert [v for _, v in test["epoch_accuracy"]] == pytest.approx(history["test_accuracy"])
+    # Step windows (step = global step): increasing, the learning rate is the spec's.
+    steps = [s for s, _ in train["loss"]]
+    assert steps == sorted(steps) and steps[-1] == 3 * result["steps_per_epoch"]
+    assert [v for _, v in train["learning_rate"]] == pytest.approx([1e-3] * len(steps))
+    assert all(v > 0 for _, v in train["images_per_sec"])
+    # The final evaluation, at the last step.
+    ((step, accuracy),) = test["evaluation_accuracy"]
+    assert step == 3 * result["steps_per_epoch"]
+    assert accuracy == pytest.approx(result["test_accuracy"])
+
+
+@pytest.mark.tf
+def test_the_result_has_test_scores_per_epoch_and_curves_png_beside_it(local_run: Path) -> None:
+    paths = LocalPaths(local_run)
+    result = json.loads(paths.result_file.read_text())
+    history = result["history"]
+    assert len(history["test_loss"]) == len(history["test_accuracy"]) == 3
+    assert history["test_accuracy"][-1] == pytest.approx(result["test_accuracy"])
+    assert history["restart"] == [0, 0, 0]
+    assert_rich_png(paths.model_dir / "curves.png", curves.size_px(1))
+
+
+@pytest.mark.tf
+def test_tflaunch_plot_draws_runs_side_by_side(local_run: Path, tmp_path: Path) -> None:
+    result = LocalPaths(local_run).result_file
+    restarted = json.loads(result.read_text())
+    restarted["history"]["restart"] = [0, 1, 1]
+    restarted["restarts"] = 1
+    other = tmp_path / "restarted" / "result.json"
+    other.parent.mkdir()
+    other.write_text(json.dumps(restarted))
+    out = tmp_path / "both.png"
+    run = subprocess.run(
+        [sys.executable, "-m", "launcher", "plot", str(result), str(other), "-o", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert str(out) in run.stdout
+    assert_rich_png(out, curves.size_px(2))
