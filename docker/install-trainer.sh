@@ -10,7 +10,8 @@
 #  - TensorFlow's GPU images ship cuDNN 8.9, while TensorFlow >= 2.18 loads cuDNN 9
 #    (tensorflow/build#221): the GPU variant adds TensorFlow's own `and-cuda` extra, the
 #    CUDA/cuDNN wheels this exact release was built against.
-# It ends by importing everything the trainer needs, so a broken image fails its build.
+# It ends by importing everything the trainer needs (matplotlib for curves.png, TensorBoard
+# for `tflaunch tensorboard`'s pod), so a broken image fails its build.
 #
 # Usage: install-trainer.sh WHEEL_DIR
 # Environment: VARIANT (gpu|cpu), TF_VERSION, TF_KERAS_VERSION (default TF_VERSION),
@@ -60,7 +61,8 @@ sed 's/^/  /' "$constraints" >&2
 wheels=("$wheel_dir"/tflaunch-*.whl)
 [[ ${#wheels[@]} -eq 1 && -f "${wheels[0]}" ]] || die "expected one tflaunch wheel in $wheel_dir, found: ${wheels[*]}"
 
-"${pip[@]}" --constraint "$constraints" "${wheels[0]}"
+# The `plot` extra: matplotlib, for the chief's curves.png (numpy stays the base's).
+"${pip[@]}" --constraint "$constraints" "${wheels[0]}[plot]"
 "${pip[@]}" --no-deps "tf-keras==${tf_keras_version}"
 if [[ "$variant" == gpu ]]; then
   [[ "$tf_dist" == tensorflow ]] || die "the GPU variant needs the 'tensorflow' distribution, the base has '$tf_dist'"
@@ -73,6 +75,8 @@ import importlib.metadata as md
 import sys
 
 tf_dist, tf_version, tf_keras_version = sys.argv[1:]
+import matplotlib
+import tensorboard
 import tensorflow as tf
 import tf_keras
 

@@ -25,6 +25,7 @@ from launcher.cli import (
     operator_cmd,
     plot_cmd,
     spec_cmds,
+    tensorboard_cmd,
 )
 from launcher.cli.options import program_name
 from launcher.core.errors import ExitStatus, TflaunchError
@@ -97,6 +98,7 @@ for family in (
     operator_cmd,
     completion,
     plot_cmd,
+    tensorboard_cmd,
 ):
     for command in family.COMMANDS:
         cli.add_command(command)

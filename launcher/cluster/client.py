@@ -464,6 +464,20 @@ class Cluster:
             except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
                 return  # the stream broke (or was cancelled): the caller resumes from its version
 
+    def port_forward(self, pod: str, namespace: str | None, port: int) -> Any:
+        """One connection to `port` of `pod` through the API server (pods/portforward, a
+        websocket): a socket-like object; bridge it to a local port with
+        `launcher.cluster.portforward`."""
+        from kubernetes.stream import portforward
+
+        ns = self.ns(namespace)
+        with self.errors("create", kind_of("Pod"), ns, pod, resource="pods/portforward"):
+            api = self.api(kind_of("Pod"))
+            forward = portforward(
+                api.connect_get_namespaced_pod_portforward, pod, ns, ports=str(port)
+            )
+        return forward.socket(port)
+
     # --- Errors ----------------------------------------------------------------------------
 
     @contextlib.contextmanager

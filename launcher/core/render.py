@@ -235,6 +235,11 @@ def _resources(job: MultiWorkerJob) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
+def render_template(template: str, context: dict[str, Any]) -> K8sObject:
+    """One template of templates/ with its context, checked (e.g. the TensorBoard pod)."""
+    return _render_one(template, context)
+
+
 def _render_one(template: str, context: dict[str, Any]) -> K8sObject:
     try:
         text = _ENV.get_template(template).render(**context)

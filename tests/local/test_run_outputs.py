@@ -110,3 +110,44 @@ def test_tflaunch_plot_draws_runs_side_by_side(local_run: Path, tmp_path: Path) 
     assert run.returncode == 0, run.stderr
     assert str(out) in run.stdout
     assert_rich_png(out, curves.size_px(2))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.tf
+def test_tflaunch_tensorboard_serves_a_local_runs_scalars(local_run: Path) -> None:
+    import signal
+    import time
+    import urllib.request
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "tensorboard", "pictures", "--workdir", str(local_run),
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        tags: dict[str, object] = {}
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                url = f"http://127.0.0.1:{port}/data/plugin/scalars/tags"
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    tags = json.loads(response.read())
+                if tags:
+                    break
+            except OSError:
+                pass
+            time.sleep(1)
+        assert set(tags) == {"train", "test"}, tags
+        assert {"loss", "images_per_sec", "learning_rate"} <= set(tags["train"])  # type: ignore[arg-type]
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=60)
+    assert f"http://127.0.0.1:{port}/" in err

@@ -1,0 +1,165 @@
+"""`tflaunch tensorboard NAME`: TensorBoard on a job's event files, local or on a cluster.
+
+A local run (`tflaunch local`) keeps them in `WORKDIR/tensorboard`: TensorBoard runs here
+(the optional `tensorboard` extra, as a subprocess: the launcher never imports TensorFlow).
+A job on a cluster keeps them on its checkpoint claim: a small TensorBoard pod mounts the
+claim read-only (hardened like the workers, owned by the job, so it goes with it) and this
+command forwards a local port to it through the API server, like `kubectl port-forward`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+from launcher.cli.options import cluster_options, connect, namespace_option, program_name
+from launcher.core import tensorboard
+from launcher.core.errors import ExitStatus, NotFound, TflaunchError
+
+DEFAULT_TIMEOUT = 300.0
+
+
+class TensorBoardMissing(TflaunchError):
+    """TensorBoard is not installed here (a local run needs it)."""
+
+    exit_status = ExitStatus.BAD_INPUT
+
+
+def local_logdir(name: str, workdir: Path | None) -> Path | None:
+    """The event files of local run `name`: `--workdir`'s, else the default workdir's when
+    it exists; None: not a local run (look on the cluster)."""
+    from launcher.local.runner import LocalPaths
+
+    if workdir is not None:
+        return LocalPaths(workdir).tensorboard_dir
+    default = LocalPaths(Path("tflaunch-runs") / name)
+    return default.tensorboard_dir if default.workdir.is_dir() else None
+
+
+def serve_local(logdir: Path, port: int) -> int:
+    """Run TensorBoard on `logdir` in the foreground until Ctrl-C."""
+    if not logdir.is_dir():
+        raise tensorboard.NoTensorBoard(
+            f"no TensorBoard files in {logdir}: the chief writes them while `tflaunch local` "
+            "trains; run it first, or pass the run's --workdir"
+        )
+    if importlib.util.find_spec("tensorboard") is None:
+        raise TensorBoardMissing(
+            "tflaunch tensorboard needs TensorBoard for a local run, which is not installed: "
+            "pip install 'tflaunch[tensorboard]'"
+        )
+    click.echo(f"TensorBoard on {logdir}: http://127.0.0.1:{port}/ (Ctrl-C stops it)", err=True)
+    command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    process = subprocess.Popen(command)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.wait()
+        return ExitStatus.SUCCESS
+
+
+@click.command("tensorboard")
+@click.argument("name")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A local run's workdir (default: ./tflaunch-runs/NAME when it exists, else the job "
+    "on the cluster).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=tensorboard.PORT,
+    show_default=True,
+    help="Local port for TensorBoard (0: any free one, cluster only).",
+)
+@click.option(
+    "--no-forward",
+    is_flag=True,
+    help="Cluster: only create the TensorBoard pod and say how to reach it.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="Cluster: how long the pod may take to become ready.",
+)
+@namespace_option
+@cluster_options
+def tensorboard_command(
+    name: str,
+    workdir: Path | None,
+    port: int,
+    no_forward: bool,
+    timeout: float,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> int:
+    """Open TensorBoard on job NAME's event files (loss, accuracy, learning rate, images/s).
+
+    A local run: TensorBoard here, on WORKDIR/tensorboard (pip install
+    'tflaunch[tensorboard]'). A job on a cluster: a TensorBoard pod that mounts the job's
+    checkpoint claim read-only (owned by the job), and a local port forwarded to it.
+
+    \b
+    Examples:
+      tflaunch tensorboard mnist                 # after tflaunch local, or on the cluster
+      tflaunch tensorboard mnist -n ml --port 0  # any free local port
+    """
+    logdir = local_logdir(name, workdir)
+    if logdir is not None:
+        return serve_local(logdir, port)
+    cluster = connect(kubeconfig, kube_context)
+    from launcher.cli.wait_cmd import not_found
+    from launcher.cluster import portforward
+    from launcher.cluster import tensorboard as remote
+
+    ns = namespace or cluster.namespace
+    try:
+        pod = remote.ensure_pod(cluster, name, ns)
+    except NotFound:
+        raise not_found(name, ns) from None
+    pod_name = pod["metadata"]["name"]
+    click.echo(f"pod/{pod_name} applied: TensorBoard on job {name}'s checkpoint claim", err=True)
+    if no_forward:
+        click.echo(
+            f"kubectl port-forward -n {ns} pod/{pod_name} {port or tensorboard.PORT}:"
+            f"{tensorboard.PORT}   # or: {program_name()} tensorboard {name} -n {ns}"
+        )
+        return ExitStatus.SUCCESS
+    remote.wait_ready(cluster, pod_name, ns, timeout)
+    try:
+        forwarder = portforward.Forwarder(
+            lambda: cluster.port_forward(pod_name, ns, tensorboard.PORT),
+            port=port,
+            on_error=lambda message: click.echo(f"tflaunch: {message}", err=True),
+        )
+    except OSError as error:
+        raise click.BadParameter(
+            f"cannot listen on 127.0.0.1:{port} ({error.strerror or error}); "
+            "pass another --port, or 0 for any free one",
+            param_hint="--port",
+        ) from None
+    forwarder.start()
+    click.echo(f"TensorBoard for job {name}: {forwarder.url} (Ctrl-C stops forwarding; the pod "
+               f"goes with the job, or: kubectl delete pod {pod_name} -n {ns})")  # fmt: skip
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        forwarder.stop()
+    return ExitStatus.SUCCESS
+
+
+COMMANDS = (tensorboard_command,)
