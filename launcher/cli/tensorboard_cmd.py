@@ -10,6 +10,7 @@ command forwards a local port to it through the API server, like `kubectl port-f
 from __future__ import annotations
 
 import importlib.util
+import socket
 import subprocess
 import sys
 import threading
@@ -53,6 +54,10 @@ def serve_local(logdir: Path, port: int) -> int:
             "tflaunch tensorboard needs TensorBoard for a local run, which is not installed: "
             "pip install 'tflaunch[tensorboard]'"
         )
+    if port == 0:
+        with socket.socket() as probe:  # TensorBoard would pick one without telling us
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
     click.echo(f"TensorBoard on {logdir}: http://127.0.0.1:{port}/ (Ctrl-C stops it)", err=True)
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
@@ -78,7 +83,7 @@ def serve_local(logdir: Path, port: int) -> int:
     type=click.IntRange(0, 65535),
     default=tensorboard.PORT,
     show_default=True,
-    help="Local port for TensorBoard (0: any free one, cluster only).",
+    help="Local port for TensorBoard (0: any free one).",
 )
 @click.option(
     "--no-forward",
@@ -121,7 +126,7 @@ def tensorboard_command(
         return serve_local(logdir, port)
     cluster = connect(kubeconfig, kube_context)
     from launcher.cli.wait_cmd import not_found
-    from launcher.cluster import portforward
+    from launcher.cluster import client, portforward
     from launcher.cluster import tensorboard as remote
 
     ns = namespace or cluster.namespace
@@ -140,7 +145,7 @@ def tensorboard_command(
     remote.wait_ready(cluster, pod_name, ns, timeout)
     try:
         forwarder = portforward.Forwarder(
-            lambda: cluster.port_forward(pod_name, ns, tensorboard.PORT),
+            lambda: client.port_forward(cluster, pod_name, ns, tensorboard.PORT),
             port=port,
             on_error=lambda message: click.echo(f"tflaunch: {message}", err=True),
         )

@@ -464,20 +464,6 @@ class Cluster:
             except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
                 return  # the stream broke (or was cancelled): the caller resumes from its version
 
-    def port_forward(self, pod: str, namespace: str | None, port: int) -> Any:
-        """One connection to `port` of `pod` through the API server (pods/portforward, a
-        websocket): a socket-like object; bridge it to a local port with
-        `launcher.cluster.portforward`."""
-        from kubernetes.stream import portforward
-
-        ns = self.ns(namespace)
-        with self.errors("create", kind_of("Pod"), ns, pod, resource="pods/portforward"):
-            api = self.api(kind_of("Pod"))
-            forward = portforward(
-                api.connect_get_namespaced_pod_portforward, pod, ns, ports=str(port)
-            )
-        return forward.socket(port)
-
     # --- Errors ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -508,6 +494,24 @@ class Cluster:
     def _observe_error(self, code: int) -> None:
         for observe in self.error_observers:
             observe(code)
+
+
+# --- Port-forward ------------------------------------------------------------------------
+
+
+def port_forward(cluster: Cluster, pod: str, namespace: str | None, port: int) -> Any:
+    """One connection to `port` of `pod` through the API server (pods/portforward, a
+    websocket): a socket-like object; `launcher.cluster.portforward` bridges it to a local
+    port."""
+    from kubernetes.stream import portforward
+
+    ns = cluster.ns(namespace)
+    pods = kind_of("Pod")
+    with cluster.errors("create", pods, ns, pod, resource="pods/portforward"):
+        forward = portforward(
+            cluster.api(pods).connect_get_namespaced_pod_portforward, pod, ns, ports=str(port)
+        )
+    return forward.socket(port)
 
 
 # --- Responses -----------------------------------------------------------------------------

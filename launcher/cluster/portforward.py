@@ -1,7 +1,7 @@
 """A local TCP port bridged to a pod's port, like `kubectl port-forward`, without kubectl.
 
 Each connection accepted on the local port gets its own stream to the pod (`open_remote`,
-in practice `Cluster.port_forward`: a websocket through the API server) and two threads
+in practice `client.port_forward`: a websocket through the API server) and two threads
 that copy bytes until either side closes. Nothing here imports the Kubernetes client, so
 the bridge is tested with plain sockets.
 """

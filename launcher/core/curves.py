@@ -133,8 +133,9 @@ def draw(runs: Sequence[Curves], path: Path | str, title: str | None = None) -> 
     axes = figure.subplots(2, max(1, len(runs)), squeeze=False, sharex="col", sharey="row")
     for column, run in enumerate(runs):
         top, bottom = axes[0][column], axes[1][column]
-        _panel(top, run, run.loss, run.test_loss, "loss")
-        _panel(bottom, run, run.accuracy, run.test_accuracy, "accuracy")
+        # Restart labels where the curves are not: loss falls, accuracy rises.
+        _panel(top, run, run.loss, run.test_loss, "loss", label_at=1.0)
+        _panel(bottom, run, run.accuracy, run.test_accuracy, "accuracy", label_at=0.0)
         top.set_title(f"{run.label}\n{run.caption}", fontsize=9)
         bottom.set_xlabel("epoch")
     axes[0][0].set_ylabel("loss")
@@ -153,6 +154,7 @@ def _panel(
     train: Sequence[float | None],
     test: Sequence[float | None],
     what: str,
+    label_at: float,
 ) -> None:
     epochs = list(range(1, run.epochs + 1))
     for values, name, color, style in (
@@ -167,9 +169,9 @@ def _panel(
         axes.axvline(epoch - 0.5, color=RESTART_COLOR, linestyle=":", linewidth=1.5)
         axes.annotate(
             f"restart {number}",
-            xy=(epoch - 0.5, 1.0),
+            xy=(epoch - 0.5, label_at),
             xycoords=("data", "axes fraction"),
-            xytext=(3, -12),
+            xytext=(3, -12 if label_at else 4),
             textcoords="offset points",
             color=RESTART_COLOR,
             fontsize=8,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from launcher.core import contract, labels, render
+from launcher.core import contract, labels, render, workload
 from launcher.core.errors import ExitStatus, TflaunchError
 
 PORT = 6006
@@ -82,11 +82,14 @@ def tensorboard_pod(job: str, worker_job: Mapping[str, Any]) -> dict[str, Any]:
         )
     containers = pod.get("containers") or []
     trainer = next((c for c in containers if c["name"] == TRAINER_CONTAINER), containers[0])
-    logdir = _flag(trainer.get("args") or [], "--tensorboard-dir")
+    argv = [*(trainer.get("command") or []), *(trainer.get("args") or [])]
+    model_dir = _flag(argv, "--model-dir")
+    # The built-in trainer's flag; a program of your own may write there (beside the model).
+    logdir = _flag(argv, "--tensorboard-dir") or (model_dir and workload.tensorboard_dir(model_dir))
     if not logdir:
         raise NoTensorBoard(
-            f"job {job}'s workers write no TensorBoard files (no --tensorboard-dir: submitted "
-            "by an older tflaunch); submit it again"
+            f"job {job}'s workers write no TensorBoard files (neither --tensorboard-dir nor "
+            "--model-dir: submitted by an older tflaunch); submit it again"
         )
     mount = next(
         m["mountPath"] for m in trainer.get("volumeMounts") or () if m["name"] == CHECKPOINT_VOLUME
