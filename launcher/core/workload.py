@@ -48,7 +48,7 @@ def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> li
 
 def tensorboard_dir(model_dir: str) -> str:
     """Where the chief writes TensorBoard event files: beside the model directory, i.e.
-    `<mount>/<job>/tensorboard` on the checkpoint volume, `WORKDIR/tensorboard` locally
+    `<mount>/<job>/<run>/tensorboard` on the checkpoint volume, `WORKDIR/tensorboard` locally
     (`tflaunch tensorboard` reads them there)."""
     return f"{model_dir.rstrip('/').rpartition('/')[0] or '.'}/tensorboard"
 

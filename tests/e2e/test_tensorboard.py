@@ -45,7 +45,10 @@ def test_the_tensorboard_pod_is_admitted_as_restricted_owned_by_the_job_and_coll
     assert volume["persistentVolumeClaim"] == {"claimName": "shared-ckpt", "readOnly": True}
     (container,) = pod["spec"]["containers"]
     assert container["image"] == job["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert container["args"][:2] == ["--logdir", "/ckpt/tb/tensorboard"]
+    worker_args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    logdir = worker_args[worker_args.index("--tensorboard-dir") + 1]
+    assert logdir.startswith("/ckpt/tb/") and logdir.endswith("/tensorboard"), logdir
+    assert container["args"][:2] == ["--logdir", logdir]
     assert {m["mountPath"]: m.get("readOnly") for m in container["volumeMounts"]}["/ckpt"] is True
 
     # Not one of the job's workers: status still counts two.
