@@ -252,7 +252,11 @@ class Program:
         for raw in lines:
             text = raw.rstrip(b"\r").split(b"\r")[-1].strip()
             if text and not _CPP_LOG_LINE.match(text):
-                self.last_line = text.decode(errors="replace")[:500]
+                line = text.decode(errors="replace")
+                # A line the program logged in the trainer's format (the built-in trainer)
+                # is quoted by its message only, not with a second timestamp and label.
+                ours = contract.TRAINER_LOG_LINE.match(line)
+                self.last_line = (ours.group("message") if ours else line)[:500]
 
     def signal(self, sig: int) -> None:
         if self.process.poll() is None:

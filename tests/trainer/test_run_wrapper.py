@@ -339,3 +339,22 @@ def test_a_failure_is_left_as_the_pods_termination_message(tmp_path: Path) -> No
     )
     assert done.returncode == contract.EXIT_CONFIG_ERROR, done.stderr
     assert log.read_text().startswith("no data at /data (the program exited 78;")
+
+
+def test_a_trainer_format_line_is_quoted_by_its_message_only(tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    log.touch()
+    line = "12:00:01 [worker 1/2] ERROR a peer died; exiting so that the group restarts"
+    program = f"import sys; print({line!r}, file=sys.stderr); sys.exit(1)"
+    code = (
+        "import sys, pathlib\n"
+        "import trainer.run as run\n"
+        f"run.TERMINATION_LOG = pathlib.Path({str(log)!r})\n"
+        f"sys.exit(run.main(['--', sys.executable, '-c', {program!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == contract.EXIT_TRANSIENT, done.stderr
+    assert log.read_text().startswith("a peer died; exiting so that the group restarts (the ")
+    assert "ERROR 12:00:01" not in done.stderr
