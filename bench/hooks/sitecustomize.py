@@ -151,7 +151,7 @@ def _patch_training() -> None:
         return batch_end(self, batch, logs)
 
     train.ProgressCallback.on_train_batch_end = first_batch_end
-    train.ProgressCallback.on_train_end = lambda self, logs=None: _event("fit_end")
+    _after(train.ProgressCallback, "on_train_end", "fit_end")
 
 
 def _install() -> None:
