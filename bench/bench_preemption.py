@@ -55,7 +55,7 @@ def _children(pid: int) -> list[int]:
 
 def run_once(data: Path, sig: signal.Signals, delay: float) -> Outcome:
     workdir = Path(tempfile.mkdtemp(prefix="bench-preempt-"))
-    argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "3",
+    argv = [sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "6",
             "--global-batch-size", "64", "--data", str(data), "--workdir", str(workdir),
             "--verbose", "--", "--steps-per-execution", "4"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -63,6 +63,7 @@ def run_once(data: Path, sig: signal.Signals, delay: float) -> Outcome:
                                 text=True, env=env)  # fmt: skip
     assert launcher.stdout is not None
     sent = saved_at = backup_seen = None
+    back = float("nan")  # stays NaN if training ended before the signal landed
     last_step = saved_step = resumed_step = 0
     backups = workdir / "checkpoints" / "chief"
     try:
@@ -104,7 +105,7 @@ def lost(outcome: Outcome) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3 if os.environ.get("BENCH") == "full" else 1)
-    parser.add_argument("--delay", type=float, default=6.0)
+    parser.add_argument("--delay", type=float, default=2.0)
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp()) / "mnist.npz"
