@@ -83,6 +83,8 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
 
     train.configure_threads(plan.threads)
     preflight.rendezvous(cluster, config.rendezvous_timeout)
+    # Under the worker wrapper the preflight made it; run bare, the history file needs it.
+    preflight.check_writable(config.checkpoint_dir, cluster.label)
     checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="tflaunch-ckpt-")
     if not config.checkpoint_dir:
         log.warning(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import signal
 import tempfile
@@ -125,7 +126,10 @@ class PreemptionBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
         # The handler insists on a checkpoint to restore; it gets an empty one, so its run
         # counter starts at 0 on every worker (the real state is restored by tf-keras, and
         # saved through save_fn).
-        self._scratch = tempfile.mkdtemp(prefix="tflaunch-preemption-")
+        # One level down: a non-chief's handler writes into
+        # <parent>/workertemp_<task>/, which must not be a shared /tmp/workertemp_<task>
+        # (two local runs on one machine removed each other's).
+        self._scratch = os.path.join(tempfile.mkdtemp(prefix="tflaunch-preemption-"), "ckpt")
         config = tf.distribute.experimental.TerminationConfig(
             termination_watcher_fn=self._sigterm.is_set,
             exit_fn=self._exit,
@@ -156,7 +160,7 @@ class PreemptionBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
 
     def _exit(self) -> None:
         step = preemption_step(self._current_epoch, self._last_batch, self._steps_per_epoch)
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        self._remove_scratch()
         raise Preempted(
             f"preempted: every worker saved at step {step} (epoch {self._current_epoch + 1}, "
             f"step {self._last_batch + 1} of {self._steps_per_epoch}); exiting "
@@ -169,4 +173,8 @@ class PreemptionBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
             self._handler._stop_cluster_wise_termination_watcher_thread()
             self._handler._stop_poll_termination_signal_thread()
             self._handler = None
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self._scratch:
+            shutil.rmtree(os.path.dirname(self._scratch), ignore_errors=True)
