@@ -13,6 +13,7 @@ and curves.png beside result.json (the chief).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import time
@@ -67,6 +68,20 @@ class EpochEvaluation(keras.callbacks.Callback):  # type: ignore[misc]
         if logs is not None:
             logs["val_loss"] = scores.loss
             logs["val_accuracy"] = scores.accuracy
+
+
+def tensorboard_installed() -> bool:
+    """True when tf.summary can write scalars (TensorBoard implements them, not TensorFlow).
+
+    An image without it still trains: the chief says once that it writes no event files.
+    """
+    if importlib.util.find_spec("tensorboard") is not None:
+        return True
+    log.warning(
+        "TensorBoard is not installed, so no event files are written "
+        "(pip install tensorboard, or the tflaunch[trainer] extra)"
+    )
+    return False
 
 
 class TensorBoardWriter(keras.callbacks.Callback):  # type: ignore[misc]

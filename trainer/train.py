@@ -328,7 +328,7 @@ def run(
     epoch_eval = summaries.EpochEvaluation(strategy, test, plan.eval_steps, watchdog.beat)
     tensorboard = (
         summaries.TensorBoardWriter(config.tensorboard_dir, plan.global_batch_size)
-        if cluster.is_chief and config.tensorboard_dir
+        if cluster.is_chief and config.tensorboard_dir and summaries.tensorboard_installed()
         else None
     )
     callbacks = [

@@ -129,6 +129,11 @@ class _Progress:
             self.drawn = False
 
 
+REASON_GRACE_SECONDS = 10.0
+"""How much longer than the threshold a missing-pod warning waits for the server's reason
+(the Job controller's FailedCreate event) before it warns without one."""
+
+
 class _MissingPods:
     """Warns once per Job when it has had fewer pods than it should run for longer than the
     pending threshold: those workers never get a pod (a ResourceQuota, LimitRange or webhook
@@ -158,6 +163,8 @@ class _MissingPods:
             if cause is None and shortfall.failed:
                 self.since[name] = now  # likely the controller's backoff after a failed pod
                 continue
+            if cause is None and now - started <= self.threshold + REASON_GRACE_SECONDS:
+                continue  # the controller's event may lag on a busy API server: wait for it
             self.warned.add(name)
             messages.append(status.missing_warning(shortfall, self.threshold, cause))
         return messages

@@ -51,3 +51,32 @@ def test_the_warning_names_the_job_the_counts_and_the_cause() -> None:
     text = status.missing_warning(shortfall, 120, f"FailedCreate: {QUOTA}")
     assert "Job m-worker has 1 of 2 worker pods" in text and "exceeded quota: q" in text
     assert "\n" not in text
+
+
+def test_the_warning_waits_a_little_for_the_servers_reason(monkeypatch: Any) -> None:
+    """The Job controller's FailedCreate event can lag on a busy API server: the warning
+    waits up to REASON_GRACE_SECONDS past the threshold for it, then warns without it."""
+    from launcher.cli import wait_cmd
+    from launcher.cluster.find import JobObjects
+
+    clock = [100.0]
+    monkeypatch.setattr(wait_cmd.time, "monotonic", lambda: clock[0])
+    events: list[dict[str, Any]] = []
+    missing = wait_cmd._MissingPods(cluster=None, namespace="ns", threshold=2)  # type: ignore[arg-type]
+    monkeypatch.setattr(missing, "_events", lambda name: events)
+    j = job()
+    objects = JobObjects("m", "ns", jobs=(j,), pods=(pod(j),))
+
+    assert missing.warnings(objects) == []  # short from now on
+    clock[0] += 3  # past the threshold, no reason yet: keep waiting for it
+    assert missing.warnings(objects) == []
+    events.append(event("FailedCreate", QUOTA))
+    clock[0] += 1
+    [warning] = missing.warnings(objects)
+    assert "exceeded quota" in warning
+
+    other = wait_cmd._MissingPods(cluster=None, namespace="ns", threshold=2)  # type: ignore[arg-type]
+    monkeypatch.setattr(other, "_events", lambda name: [])
+    assert other.warnings(objects) == []
+    clock[0] += 2 + wait_cmd.REASON_GRACE_SECONDS + 1  # no reason ever: warn without one
+    assert len(other.warnings(objects)) == 1

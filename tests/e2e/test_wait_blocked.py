@@ -33,7 +33,7 @@ def test_wait_warns_when_a_quota_keeps_workers_from_being_created(
     )
     spec = write_spec(tmp_path / "job.yaml", "quota", namespace, hooks=pod_hooks(run_for="forever"))
     run = cp.tflaunch(
-        "submit", str(spec), "--wait", "--timeout", "15", "--pending-warning", "2", timeout=90
+        "submit", str(spec), "--wait", "--timeout", "25", "--pending-warning", "2", timeout=90
     )
     assert run.code == 4, run  # a timeout: the job keeps waiting for its second worker
     # On a loaded machine the admitted worker may also be reported Pending for a while;
