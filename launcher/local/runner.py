@@ -38,6 +38,9 @@ from launcher.local.display import Console, LineConsole
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
+BROKEN_GROUP_GRACE_SECONDS = 2.0
+"""How long the others get after SIGTERM once a worker ended without saving: a coordinated
+save needs every worker, so theirs can never finish (the last checkpoint is what is kept)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,18 +300,27 @@ class _Group:
 
     def stop(self) -> None:
         """SIGTERM every worker's process group (a training worker saves, then exits
-        EXIT_PREEMPTED), SIGKILL what is left after the grace period."""
+        EXIT_PREEMPTED), SIGKILL what is left after the grace period, or
+        BROKEN_GROUP_GRACE_SECONDS after a worker ended without saving."""
         for process in self.processes:
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + self._grace_seconds
+        while any(p.poll() is None for p in self.processes) and time.monotonic() < deadline:
+            if self._broken():
+                deadline = min(deadline, time.monotonic() + BROKEN_GROUP_GRACE_SECONDS)
+            time.sleep(POLL_SECONDS / 4)
         for process in self.processes:
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                process.wait()
+            _signal_group(process, signal.SIGKILL)
+            process.wait()
         for thread in self._threads:
             thread.join(timeout=2.0)
+
+    def _broken(self) -> bool:
+        """A worker ended without saving (neither done nor preempted-and-saved)."""
+        return any(
+            p.returncode not in (None, contract.EXIT_OK, contract.EXIT_PREEMPTED)
+            for p in self.processes
+        )
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

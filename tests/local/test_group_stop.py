@@ -1,0 +1,77 @@
+"""How `tflaunch local` stops a group of worker processes (plain Python workers, no TF)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from launcher.core import contract
+from launcher.local.display import LineConsole
+from launcher.local.runner import _Group
+
+# A worker that catches SIGTERM (as a training worker does, to save) and never gets to exit:
+# its save waits for a peer that is gone.
+_SAVES_FOREVER = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: None)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(3600)\n"
+)
+
+
+def _group(tmp_path, *programs: str, grace: float) -> _Group:
+    logs = [(tmp_path / f"w{i}.log").open("w") for i in range(len(programs))]
+    commands = [([sys.executable, "-c", program], {}) for program in programs]
+    return _Group(commands, LineConsole(lambda _: None, verbose=False), logs, grace)
+
+
+def _finishes(action, within: float = 120.0) -> bool:
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    thread.join(within)
+    return not thread.is_alive()
+
+
+def test_a_dead_worker_does_not_make_the_others_wait_out_the_grace_period(tmp_path):
+    group = _group(tmp_path, "import time; time.sleep(1); raise SystemExit(1)", _SAVES_FOREVER,
+                   grace=3600)  # fmt: skip
+    try:
+        result = {}
+        assert _finishes(lambda: result.update(attempt=group.wait_first_failure())), (
+            "the survivor's save can never finish without the dead worker: kill it, not wait"
+        )
+        assert result["attempt"].exit_codes[0] == 1
+        assert all(p.poll() is not None for p in group.processes)
+    finally:
+        for process in group.processes:
+            process.kill()
+
+
+def test_a_stop_with_every_worker_saving_waits_for_them(tmp_path):
+    saves = (
+        "import signal, sys, time\n"
+        "def save(*_):\n"
+        f"    time.sleep(2); sys.exit({contract.EXIT_PREEMPTED})\n"
+        "signal.signal(signal.SIGTERM, save)\n"
+        "time.sleep(3600)\n"
+    )
+    group = _group(tmp_path, saves, saves, grace=3600)
+    try:
+        time.sleep(1)  # both have their handler
+        assert _finishes(group.stop)
+        assert [p.returncode for p in group.processes] == [contract.EXIT_PREEMPTED] * 2
+    finally:
+        for process in group.processes:
+            process.kill()
+
+
+def test_a_user_stop_kills_the_rest_once_one_worker_ended_without_saving(tmp_path):
+    group = _group(tmp_path, "import time; time.sleep(3600)", _SAVES_FOREVER, grace=3600)
+    try:
+        time.sleep(1)
+        assert _finishes(group.stop), "worker 0 died of SIGTERM: worker 1 can never save"
+        assert group.processes[0].returncode < 0 and group.processes[1].returncode < 0
+    finally:
+        for process in group.processes:
+            process.kill()
