@@ -34,6 +34,7 @@ from launcher.core.errors import ExitStatus, NotFound
 from launcher.core.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
+    from launcher.cluster.client import Cluster
     from launcher.cluster.find import JobObjects
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -145,14 +146,8 @@ def submit_command(
             f"--set spec.checkpoint.run={run}",
             err=True,
         )
-    if wait_for_it:
-        return wait_for_job(cluster, job.name, job.namespace, timeout, pending_warning)
-    click.echo(
-        f"next: {program} wait {job.name} -n {job.namespace}  |  "
-        f"{program} logs {job.name} -n {job.namespace} -f",
-        err=True,
-    )
-    return ExitStatus.SUCCESS
+    follow = f"{program} logs {job.name} -n {job.namespace} -f"
+    return _wait_or_next(cluster, job, wait_for_it, timeout, pending_warning, follow)
 
 
 def _submit_to_operator(
@@ -188,13 +183,22 @@ def _submit_to_operator(
             f"(spec.suspend); see kubectl describe mwj {job.name} -n {job.namespace}",
             err=True,
         )
+    follow = f"kubectl describe mwj {job.name} -n {job.namespace}"
+    return _wait_or_next(cluster, job, wait_for_it, timeout, pending_warning, follow)
+
+
+def _wait_or_next(
+    cluster: Cluster,
+    job: MultiWorkerJob,
+    wait_for_it: bool,
+    timeout: float | None,
+    pending_warning: float,
+    follow: str,
+) -> int:
+    """The end of a submission: wait for the job (--wait), or say what to run next."""
     if wait_for_it:
         return wait_for_job(cluster, job.name, job.namespace, timeout, pending_warning)
-    click.echo(
-        f"next: {program} wait {job.name} -n {job.namespace}  |  "
-        f"kubectl describe mwj {job.name} -n {job.namespace}",
-        err=True,
-    )
+    click.echo(f"next: {program_name()} wait {job.name} -n {job.namespace}  |  {follow}", err=True)
     return ExitStatus.SUCCESS
 
 

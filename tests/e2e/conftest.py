@@ -13,6 +13,7 @@ with one line; with CI=true that is a failure instead.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -105,6 +106,36 @@ class ControlPlane:
             env=self.env(),
             cwd=ROOT,
         )
+
+    def install_crd(self) -> None:
+        """Apply the MultiWorkerJob CRD as shipped; returns once the server serves it."""
+        self.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
+        self.kubectl(
+            "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
+            "--timeout=60s",
+        )  # fmt: skip
+
+    def account_kubeconfig(self, account: str, namespace: str, path: Path) -> Path:
+        """A kubeconfig at `path` that logs in with a token of ServiceAccount `account`, so a
+        process using it has exactly that account's RBAC permissions (not admin's)."""
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+        cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+        token = self.kubectl("create", "token", account, "-n", namespace, "--duration", "2h").out
+        server = dict(cluster["cluster"])
+        if "certificate-authority" in server:  # inline it: the file may move with the cluster
+            ca = Path(server.pop("certificate-authority")).read_bytes()
+            server["certificate-authority-data"] = base64.b64encode(ca).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "e2e", "cluster": server}],
+            "users": [{"name": account, "user": {"token": token.strip()}}],
+            "contexts": [{"name": "account", "context": {"cluster": "e2e", "user": account}}],
+            "current-context": "account",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def wait_active(self, namespace: str, job: str, count: int = 2) -> None:
         """Until the Job controller reports `count` active pods of Job `job`."""
@@ -205,6 +236,16 @@ def pod_hooks(
     if fail_once:
         hooks["kwok.tflaunch.dev/fail-once"] = "true"
     return hooks
+
+
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended after 30 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def eventually(

@@ -11,7 +11,6 @@ port is opened (fixed ports on a shared machine)."""
 
 from __future__ import annotations
 
-import base64
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import pytest
 import yaml
 
 from launcher import __version__
-from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks
+from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, stop_process
 from tests.e2e.test_operator import _mwj, _phase_is
 
 pytestmark = pytest.mark.e2e
@@ -70,30 +69,6 @@ class Release:
         return list(container["args"])
 
 
-def _account_kubeconfig(cp: ControlPlane, namespace: str, path: Path) -> Path:
-    admin = yaml.safe_load(cp.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-    token = cp.kubectl("create", "token", ACCOUNT, "-n", namespace, "--duration", "1h").out
-    server = dict(cluster["cluster"])
-    if "certificate-authority" in server:
-        ca = Path(server.pop("certificate-authority")).read_bytes()
-        server["certificate-authority-data"] = base64.b64encode(ca).decode()
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "e2e", "cluster": server}],
-                "users": [{"name": ACCOUNT, "user": {"token": token.strip()}}],
-                "contexts": [{"name": "op", "context": {"cluster": "e2e", "user": ACCOUNT}}],
-                "current-context": "op",
-            }
-        )
-    )
-    return path
-
-
 def _local_args(args: list[str]) -> list[str]:
     """The Deployment's args without the ports: --liveness '' and no --metrics-address."""
     out, skip = [], False
@@ -112,7 +87,9 @@ def run_operator(tmp_path: Path) -> Iterator[Any]:
     started: list[subprocess.Popen[str]] = []
 
     def start(release: Release) -> subprocess.Popen[str]:
-        kubeconfig = _account_kubeconfig(release.cp, release.namespace, tmp_path / "kubeconfig")
+        kubeconfig = release.cp.account_kubeconfig(
+            ACCOUNT, release.namespace, tmp_path / "kubeconfig"
+        )
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["POD_NAMESPACE"] = release.namespace  # as the Deployment sets it (the Lease's home)
         log = (tmp_path / "operator.log").open("w")
@@ -126,11 +103,7 @@ def run_operator(tmp_path: Path) -> Iterator[Any]:
 
     yield start
     for process in started:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
 
 
 def _can(cp: ControlPlane, namespace: str, verb: str, resource: str, where: str) -> bool:

@@ -5,7 +5,6 @@ garbage collector doing the rest."""
 
 from __future__ import annotations
 
-import base64
 import copy
 import os
 import socket
@@ -20,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks
+from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -35,27 +34,11 @@ def _operator_manifests() -> list[dict[str, Any]]:
     return [d for d in docs if d and d["kind"] not in {"Deployment", "NetworkPolicy"}]
 
 
-def _service_account_kubeconfig(cp: ControlPlane, path: Path) -> Path:
-    admin = yaml.safe_load(cp.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-    token = cp.kubectl(
-        "create", "token", SERVICE_ACCOUNT, "-n", OPERATOR_NS, "--duration", "2h"
-    ).out.strip()
-    server = dict(cluster["cluster"])
-    if "certificate-authority" in server:  # inline it: the file may move with the cluster
-        ca = Path(server.pop("certificate-authority")).read_bytes()
-        server["certificate-authority-data"] = base64.b64encode(ca).decode()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": server}],
-        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": "operator", "context": {"cluster": "e2e", "user": SERVICE_ACCOUNT}}],
-        "current-context": "operator",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+def install_operator(cp: ControlPlane, home: Path) -> Path:
+    """The CRD and the operator's RBAC as shipped; the kubeconfig of its ServiceAccount."""
+    cp.install_crd()
+    cp.apply(_operator_manifests())
+    return cp.account_kubeconfig(SERVICE_ACCOUNT, OPERATOR_NS, home / "kubeconfig")
 
 
 def _free_port() -> int:
@@ -98,11 +81,7 @@ class Operator:
         return 0.0
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_process(self.process)
         self._log.close()
 
 
@@ -110,16 +89,8 @@ class Operator:
 def operator(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
-    cp = control_plane
-    cp.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
-    cp.kubectl(
-        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
-        "--timeout=60s",
-    )  # fmt: skip
-    cp.apply(_operator_manifests())
     home = tmp_path_factory.mktemp("operator")
-    kubeconfig = _service_account_kubeconfig(cp, home / "kubeconfig")
-    running = Operator(kubeconfig, home / "operator.log")
+    running = Operator(install_operator(control_plane, home), home / "operator.log")
     try:
         yield running
     finally:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, write_spec
-from tests.e2e.test_operator import Operator, _operator_manifests, _service_account_kubeconfig
+from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+from tests.e2e.test_operator import Operator, install_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -21,15 +21,8 @@ pytestmark = pytest.mark.e2e
 def operator(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
-    cp = control_plane
-    cp.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
-    cp.kubectl(
-        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
-        "--timeout=60s",
-    )  # fmt: skip
-    cp.apply(_operator_manifests())
     home = tmp_path_factory.mktemp("operator-cli")
-    running = Operator(_service_account_kubeconfig(cp, home / "kubeconfig"), home / "op.log")
+    running = Operator(install_operator(control_plane, home), home / "op.log")
     try:
         yield running
     finally:

@@ -8,7 +8,6 @@ with the cluster-wide ClusterRole, which would hide a missing Role here."""
 
 from __future__ import annotations
 
-import base64
 import os
 import subprocess
 import sys
@@ -50,30 +49,6 @@ def _rbac(served: str) -> list[dict[str, Any]]:
     return kept
 
 
-def _kubeconfig(cp: ControlPlane, path: Path) -> Path:
-    admin = yaml.safe_load(cp.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-    token = cp.kubectl("create", "token", ACCOUNT, "-n", OPERATOR_NS, "--duration", "2h").out
-    server = dict(cluster["cluster"])
-    if "certificate-authority" in server:
-        ca = Path(server.pop("certificate-authority")).read_bytes()
-        server["certificate-authority-data"] = base64.b64encode(ca).decode()
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "e2e", "cluster": server}],
-                "users": [{"name": ACCOUNT, "user": {"token": token.strip()}}],
-                "contexts": [{"name": "op", "context": {"cluster": "e2e", "user": ACCOUNT}}],
-                "current-context": "op",
-            }
-        )
-    )
-    return path
-
-
 @pytest.fixture
 def other(control_plane: ControlPlane) -> Iterator[str]:
     name = f"other-{uuid.uuid4().hex[:5]}"
@@ -86,13 +61,9 @@ def test_the_namespaced_operator_runs_its_namespace_and_cannot_read_another(
     control_plane: ControlPlane, namespace: str, other: str, tmp_path: Path
 ) -> None:
     cp = control_plane
-    cp.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
-    cp.kubectl(
-        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
-        "--timeout=60s",
-    )  # fmt: skip
+    cp.install_crd()
     cp.apply(_rbac(namespace))
-    kubeconfig = _kubeconfig(cp, tmp_path / "kubeconfig")
+    kubeconfig = cp.account_kubeconfig(ACCOUNT, OPERATOR_NS, tmp_path / "kubeconfig")
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["TFLAUNCH_OPERATOR_NAMESPACES"] = namespace
     log = tmp_path / "operator.log"

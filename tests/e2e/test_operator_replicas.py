@@ -17,13 +17,12 @@ import pytest
 
 from launcher.cluster import client, custom
 from launcher.operator import controller, crd, reconcile
-from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks
+from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, stop_process
 from tests.e2e.test_operator import (
     OPERATOR_NS,
     _mwj,
-    _operator_manifests,
     _phase_is,
-    _service_account_kubeconfig,
+    install_operator,
 )
 
 pytestmark = pytest.mark.e2e
@@ -46,12 +45,7 @@ class Replica:
         return self.log_path.read_text()
 
     def stop(self) -> int | None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process)
         self._log.close()
         return self.process.returncode
 
@@ -60,15 +54,8 @@ class Replica:
 def replicas(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[Replica]]:
-    cp = control_plane
-    cp.kubectl("apply", "-f", str(ROOT / "manifests/operator/crd.yaml"))
-    cp.kubectl(
-        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
-        "--timeout=60s",
-    )  # fmt: skip
-    cp.apply(_operator_manifests())
     home = tmp_path_factory.mktemp("replicas")
-    kubeconfig = _service_account_kubeconfig(cp, home / "kubeconfig")
+    kubeconfig = install_operator(control_plane, home)
     running = [Replica(kubeconfig, home / f"operator-{i}.log") for i in range(2)]
     try:
         yield running
