@@ -7,25 +7,24 @@ a one-line doc in its metadata, which is also what the CRD schema is generated f
 
 Everything a user can get wrong is caught here, as a `SpecError` naming the field and the
 fix, before anything is rendered or applied: types by `launcher.core.typed` as the document
-is built into the dataclasses, everything else by `validate()`.
+is built into the dataclasses, everything else by `validate()` (its rules are in
+`launcher.core.validation`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from launcher.core import labels, limits, program, rules, schemas, typed
+from launcher.core import limits, rules, typed, validation, yamldoc
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
-from launcher.core.names import worker_hostname
 from launcher.core.program import own_program as own_program
+from launcher.core.validation import DNS_1123_SUBDOMAIN as DNS_1123_SUBDOMAIN
 from launcher.core.yamldoc import default_document as default_document
 from launcher.core.yamldoc import parse_assignment as parse_assignment
-from launcher.core.yamldoc import read_document
 
 API_VERSION = "tflaunch.dev/v1alpha1"
 KIND = "MultiWorkerJob"
@@ -42,7 +41,6 @@ leaves room for a bigger model or a slower volume, while a node drain still goes
 MAX_NAME_LENGTH = rules.MAX_NAME_LENGTH
 MAX_WORKERS = 10_000
 INT32_MAX = limits.INT32_MAX
-DNS_1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _NAME = {"pattern": DNS_1123_SUBDOMAIN, "maxLength": 253}
 
 
@@ -398,26 +396,10 @@ class MultiWorkerJob:
 # --- Loading: YAML -> plain data -> overrides -> typed model -> validation -------------------
 
 
-def apply_overrides(document: dict[str, Any], overrides: Sequence[tuple[str, Any]]) -> None:
-    """Set dotted paths in the raw document, so overrides go through the same validation."""
-    for dotted, value in overrides:
-        parts = dotted.split(".")
-        node: Any = document
-        for depth, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                where = ".".join(parts[: depth + 1])
-                raise SpecError(dotted, f"cannot set it: {where} is not a mapping")
-            node = child
-        node[parts[-1]] = value
-
-
 def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> MultiWorkerJob:
     """Read, override, type and validate a job spec. Raises SpecError on any bad input."""
-    document = read_document(path)
-    apply_overrides(document, overrides)
+    document = yamldoc.read_document(path)
+    yamldoc.apply_overrides(document, overrides)
     base = Path(path).parent if path not in (None, "-") else Path.cwd()
     script_file.expand_path(document, base)
     return job_from_document(document)
@@ -437,183 +419,10 @@ def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
     return job
 
 
-# --- Validation: every rule in one place ---------------------------------------------------
-
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1123_SUBDOMAIN = re.compile(DNS_1123_SUBDOMAIN)
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[mkMGTPE])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
-
-
-def longest_generated_name(name: str, workers: int) -> str:
-    """The longest object/host name a job produces: the last worker's pod hostname."""
-    return worker_hostname(name, max(0, workers - 1))
-
-
 def validate(job: MultiWorkerJob) -> None:
     """Check every cross-field and format rule; raise the first SpecError found."""
     if job.api_version != API_VERSION:
         raise SpecError("apiVersion", f"must be {API_VERSION}, got {job.api_version!r}")
     if job.kind != KIND:
         raise SpecError("kind", f"must be {KIND}, got {job.kind!r}")
-    _validate_metadata(job)
-    spec = job.spec
-    if not spec.image.strip():
-        raise SpecError(
-            "spec.image", "is required: the trainer image (see docker/ and `make image`)"
-        )
-    if not _IMAGE.match(spec.image):
-        raise SpecError("spec.image", f"{spec.image!r} is not an image reference")
-    limits.check_int32(job)
-    if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
-        raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
-    if own_program(spec):
-        program.validate(spec)
-    else:
-        program.check_builtin_only(spec)
-        _validate_trainer(job)
-    _validate_resources(spec.resources, spec.shm_size)
-    for name in spec.env:
-        where = f"spec.env.{name}"
-        if not _ENV_NAME.match(name):
-            raise SpecError(where, "is not a valid environment variable name")
-    for key in ("labels", "annotations", "node_selector"):
-        _validate_label_keys(f"spec.{_key_of(JobSpec, key)}", getattr(spec, key))
-    for key in spec.labels:
-        if key in labels.RESERVED:
-            raise SpecError(f"spec.labels.{key}", "is set by tflaunch; choose another key")
-    for key, value in spec.labels.items():
-        _validate_label_value(f"spec.labels.{key}", value)
-    for i, toleration in enumerate(spec.tolerations):
-        if toleration.key:
-            _validate_label_keys(f"spec.tolerations[{i}].key", {toleration.key: ""})
-        _validate_label_value(f"spec.tolerations[{i}].value", toleration.value)
-    name_fields = ("priority_class_name", "service_account_name", "scheduler_name", "queue_name")
-    for field_key in name_fields:
-        value = getattr(spec, field_key)
-        if value is not None and not _DNS_1123_SUBDOMAIN.match(value):
-            raise SpecError(f"spec.{_key_of(JobSpec, field_key)}", f"{value!r} is not a valid name")
-    for i, secret in enumerate(spec.image_pull_secrets):
-        if not _DNS_1123_SUBDOMAIN.match(secret):
-            raise SpecError(f"spec.imagePullSecrets[{i}]", f"{secret!r} is not a valid Secret name")
-    if spec.checkpoint.claim_name is not None and not _DNS_1123_SUBDOMAIN.match(
-        spec.checkpoint.claim_name
-    ):
-        raise SpecError("spec.checkpoint.claimName", "is not a valid PersistentVolumeClaim name")
-    if not spec.checkpoint.mount_path.startswith("/"):
-        raise SpecError("spec.checkpoint.mountPath", "must be an absolute path")
-    run = spec.checkpoint.run
-    if run is not None and (len(run) > 63 or not _DNS_1123_LABEL.match(run)):
-        raise SpecError(
-            "spec.checkpoint.run",
-            f"{run!r} is not a run id (lower-case letters, digits and '-', at most 63), e.g. "
-            "20261130-174512-3f2a",
-        )
-    limits.check(job)
-    if spec.deny_metadata_egress and not spec.network_policy:
-        raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)
-    _validate_gang(spec)
-    if spec.affinity:
-        schemas.check_affinity(spec.affinity)
-
-
-def _validate_metadata(job: MultiWorkerJob) -> None:
-    name, namespace = job.metadata.name, job.metadata.namespace
-    if not _DNS_1035.match(name):
-        raise SpecError("metadata.name", f"{rules.NAME_FORMAT.message}; got {name!r}")
-    longest = longest_generated_name(name, job.spec.workers)
-    if len(longest) > MAX_NAME_LENGTH:
-        room = MAX_NAME_LENGTH - (len(longest) - len(name))
-        raise SpecError(
-            "metadata.name",
-            f"{rules.NAME_LENGTH.message} (here {longest!r} has {len(longest)}; use at most "
-            f"{max(room, 1)} characters)",
-        )
-    if len(namespace) > 63 or not _DNS_1123_LABEL.match(namespace):
-        raise SpecError("metadata.namespace", f"{namespace!r} is not a valid namespace name")
-
-
-def _validate_trainer(job: MultiWorkerJob) -> None:
-    trainer = job.spec.trainer
-    replicas = job.replicas
-    if trainer.global_batch_size % replicas:
-        lower = max(replicas, trainer.global_batch_size // replicas * replicas)
-        raise SpecError(
-            rules.BATCH_DIVISIBLE.field,
-            f"{rules.BATCH_DIVISIBLE.message} (here {trainer.global_batch_size} across "
-            f"{replicas} replicas: use a multiple of {replicas}, e.g. {lower} or "
-            f"{lower + replicas})",
-        )
-    if isinstance(trainer.save_freq, str) and trainer.save_freq != "epoch":
-        raise SpecError(
-            "spec.trainer.saveFreq",
-            f'must be "epoch" or a number of steps, got {trainer.save_freq!r}',
-        )
-    if isinstance(trainer.save_freq, int):
-        _at_least("spec.trainer.saveFreq", trainer.save_freq, 1)
-    if not trainer.learning_rate > 0:
-        raise SpecError("spec.trainer.learningRate", "must be greater than 0")
-
-
-def _validate_gang(spec: JobSpec) -> None:
-    """The gang rules of `launcher.core.rules`, in Python."""
-    broken = (
-        (rules.KUEUE_INDEXED, spec.gang == "kueue" and spec.layout != "indexed"),
-        (rules.KUEUE_QUEUE, spec.gang == "kueue" and spec.queue_name is None),
-        (
-            rules.QUEUE_NEEDS_GANG,
-            spec.queue_name is not None and spec.gang not in ("kueue", "volcano"),
-        ),
-        (
-            rules.VOLCANO_SCHEDULER,
-            spec.gang == "volcano" and spec.scheduler_name not in (None, "volcano"),
-        ),
-    )
-    for rule, violated in broken:
-        if violated:
-            raise SpecError(rule.field, rule.message)
-
-
-def _validate_resources(resources_: Resources, shm_size: str) -> None:
-    if not _QUANTITY.match(shm_size):
-        raise SpecError("spec.shmSize", f"{shm_size!r} is not a Kubernetes quantity (e.g. 1Gi)")
-    for kind in ("requests", "limits"):
-        for unit in ("cpu", "memory"):
-            value = getattr(getattr(resources_, kind), unit)
-            if value is not None and not _QUANTITY.match(value):
-                raise SpecError(
-                    f"spec.resources.{kind}.{unit}",
-                    f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)",
-                )
-
-
-def _validate_label_keys(where: str, mapping: Mapping[str, str]) -> None:
-    for key in mapping:
-        prefix, _, name = key.rpartition("/")
-        if (
-            not name
-            or len(name) > 63
-            or not _LABEL_NAME.match(name)
-            or (prefix and not _DNS_1123_SUBDOMAIN.match(prefix))
-        ):
-            raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
-
-
-def _validate_label_value(where: str, value: str) -> None:
-    if len(value) > 63 or not _LABEL_NAME.match(value):
-        raise SpecError(where, f"{value!r} is not a valid label value")
-
-
-def _at_least(where: str, value: int, minimum: int) -> None:
-    if value < minimum:
-        raise SpecError(where, f"must be at least {minimum}, got {value}")
-
-
-def _key_of(cls: type, attribute: str) -> str:
-    for f in dataclasses.fields(cls):
-        if f.name == attribute:
-            return str(f.metadata["key"])
-    raise KeyError(attribute)
+    validation.check(job)

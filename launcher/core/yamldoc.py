@@ -12,6 +12,7 @@ field is a string. It also refuses what PyYAML lets through silently: a key writ
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,19 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     except (yaml.YAMLError, SpecError):
         value = raw
     return key.strip(), value
+
+
+def apply_overrides(document: dict[str, Any], overrides: Sequence[tuple[str, Any]]) -> None:
+    """Set dotted paths in the raw document, so overrides go through the same validation."""
+    for dotted, value in overrides:
+        parts = dotted.split(".")
+        node: Any = document
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise SpecError(dotted, f"cannot set it: {where} is not a mapping")
+            node = child
+        node[parts[-1]] = value
