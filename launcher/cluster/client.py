@@ -12,14 +12,13 @@ so the core stays pure and the CLI only prints one line.
 the kinds in `KINDS`. What tflaunch does with them lives beside it, as functions that take
 the handle: `apply` (a job's objects, all or nothing), `watch` (list+watch, many streams,
 wait until gone), `logs`, `find` (a job's objects by its labels) and `custom` (the
-operator's custom resource and plain writes).
+operator's custom resource and plain writes). What needs no client is kept apart: `wire`
+(raw JSON in and out) and `kinds` (what a resource kind is).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import json
 import os
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -34,43 +33,21 @@ from kubernetes.client.exceptions import ApiException
 
 from launcher.cluster.cancel import Cancel
 from launcher.cluster.errors import one_line, translate, unreachable
+from launcher.cluster.kinds import CustomObjects, Kind
 from launcher.cluster.retry import Outage
+from launcher.cluster.wire import (
+    CONNECT_TIMEOUT,
+    FIELD_MANAGER,
+    READ_TIMEOUT,
+    Gone,
+    lines,
+    plain_call,
+    read_json,
+)
+from launcher.cluster.wire import Obj as Obj
 from launcher.core.errors import Conflict, NotFound, SpecError
 
-Obj = dict[str, Any]
-"""A Kubernetes object as plain JSON data."""
-
-FIELD_MANAGER = "tflaunch"
-"""Server-side apply field manager of everything tflaunch applies."""
-CONNECT_TIMEOUT = 10.0
-READ_TIMEOUT = 60.0
-WATCH_SECONDS = 240
-"""How long one watch request lasts server-side before it is renewed from its resourceVersion."""
-CONTAINER = "trainer"
-"""The worker container's name in the pod template."""
-
 # --- Kinds ---------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Kind:
-    """One resource type and the generated client methods that serve it."""
-
-    kind: str
-    api_version: str
-    plural: str
-    api: Callable[[client.ApiClient], Any]
-    """The typed API class, e.g. `client.BatchV1Api`."""
-    singular: str
-    """The generated methods' infix: `read_namespaced_<singular>`."""
-    namespaced: bool = True
-
-    @property
-    def resource(self) -> str:
-        """The RBAC resource name, e.g. `jobs.batch` (kubectl auth can-i spelling)."""
-        group = self.api_version.rpartition("/")[0]
-        return f"{self.plural}.{group}" if group else self.plural
-
 
 KINDS: dict[str, Kind] = {
     k.kind: k
@@ -79,68 +56,23 @@ KINDS: dict[str, Kind] = {
         Kind("Pod", "v1", "pods", client.CoreV1Api, "pod"),
         Kind("Service", "v1", "services", client.CoreV1Api, "service"),
         Kind("ConfigMap", "v1", "configmaps", client.CoreV1Api, "config_map"),
-        Kind(
-            "NetworkPolicy",
-            "networking.k8s.io/v1",
-            "networkpolicies",
-            client.NetworkingV1Api,
-            "network_policy",
-        ),
-        Kind(
-            "EndpointSlice",
-            "discovery.k8s.io/v1",
-            "endpointslices",
-            client.DiscoveryV1Api,
-            "endpoint_slice",
-        ),
+        Kind("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies",
+             client.NetworkingV1Api, "network_policy"),
+        Kind("EndpointSlice", "discovery.k8s.io/v1", "endpointslices",
+             client.DiscoveryV1Api, "endpoint_slice"),
         Kind("ResourceQuota", "v1", "resourcequotas", client.CoreV1Api, "resource_quota"),
         Kind("Event", "v1", "events", client.CoreV1Api, "event"),
         Kind("Lease", "coordination.k8s.io/v1", "leases", client.CoordinationV1Api, "lease"),
         Kind("Node", "v1", "nodes", client.CoreV1Api, "node", namespaced=False),
         Kind("Namespace", "v1", "namespaces", client.CoreV1Api, "namespace", namespaced=False),
     )
-}
-
-
-class _CustomObjects:
-    """CustomObjectsApi bound to one resource, its methods spelled like a typed API's
-    (`read_namespaced_custom_object(name, namespace)`), so that `Cluster.method` and every
-    verb on it serve a custom resource the way they serve a Job."""
-
-    def __init__(self, api_client: client.ApiClient, api_version: str, plural: str) -> None:
-        self._api = client.CustomObjectsApi(api_client)
-        group, _, version = api_version.partition("/")
-        self._where = (group, version)
-        self._plural = plural
-
-    def read_namespaced_custom_object(self, name: str, namespace: str, **kw: Any) -> Any:
-        return self._api.get_namespaced_custom_object(
-            *self._where, namespace, self._plural, name, **kw
-        )
-
-    def patch_namespaced_custom_object(
-        self, name: str, namespace: str, body: Any, **kw: Any
-    ) -> Any:
-        return self._api.patch_namespaced_custom_object(
-            *self._where, namespace, self._plural, name, body, **kw
-        )
-
-    def create_namespaced_custom_object(self, namespace: str, body: Any, **kw: Any) -> Any:
-        return self._api.create_namespaced_custom_object(
-            *self._where, namespace, self._plural, body, **kw
-        )
-
-    def list_namespaced_custom_object(self, namespace: str, **kw: Any) -> Any:
-        return self._api.list_namespaced_custom_object(*self._where, namespace, self._plural, **kw)
-
-    def delete_namespaced_custom_object(self, name: str, namespace: str, **kw: Any) -> Any:
-        return self._api.delete_namespaced_custom_object(
-            *self._where, namespace, self._plural, name, **kw
-        )
+}  # fmt: skip
 
 
 def _custom(kind: str, api_version: str, plural: str) -> Kind:
-    api = functools.partial(_CustomObjects, api_version=api_version, plural=plural)
+    def api(api_client: client.ApiClient) -> CustomObjects:
+        return CustomObjects(client.CustomObjectsApi(api_client), api_version, plural)
+
     return Kind(kind, api_version, plural, api, "custom_object")
 
 
@@ -241,13 +173,6 @@ def _read_text(path: Path) -> str | None:
         return path.read_text().strip() or None
     except OSError:
         return None
-
-
-# --- Cancelling streams --------------------------------------------------------------------
-
-
-class Gone(Exception):
-    """A watch's resourceVersion expired (410): list again."""
 
 
 # --- The cluster ---------------------------------------------------------------------------
@@ -451,7 +376,7 @@ class Cluster:
                 raise
         with cancel.tracking(response), self.errors("watch", k, ns):
             try:
-                for line in _lines(response):
+                for line in lines(response):
                     if not line:
                         continue
                     event = json.loads(line)
@@ -517,40 +442,11 @@ def port_forward(cluster: Cluster, pod: str, namespace: str | None, port: int) -
 # --- Responses -----------------------------------------------------------------------------
 
 
-def plain_call() -> dict[str, Any]:
-    """Keyword arguments for a call whose answer we parse ourselves: raw JSON, not models
-    (plain dicts, exactly what the server sent, fields this client version does not know
-    included), and a timeout instead of a hang."""
-    return {"_preload_content": False, "_request_timeout": (CONNECT_TIMEOUT, READ_TIMEOUT)}
-
-
-def _lines(response: Any) -> Iterator[str]:
-    """Text lines of a streamed response, as they arrive (watch events, followed logs)."""
-    buffer = b""
-    for chunk in response.stream(amt=None, decode_content=False):
-        buffer += chunk
-        *complete, buffer = buffer.split(b"\n")
-        for line in complete:
-            yield line.decode("utf-8", errors="replace")
-    if buffer:
-        yield buffer.decode("utf-8", errors="replace")
-
-
 def stream_lines_or_cut(response: Any) -> Generator[str, None, bool]:
-    """`_lines`; returns True when the stream broke or timed out (it was cut), False when
+    """`wire.lines`; returns True when the stream broke or timed out (it was cut), False when
     the server ended it (a followed log: the container exited)."""
     try:
-        yield from _lines(response)
+        yield from lines(response)
     except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
         return True
     return False
-
-
-def read_json(response: Any) -> Obj:
-    """The JSON object a plain call answered (releasing the connection)."""
-    try:
-        data = response.data
-    finally:
-        response.release_conn()
-    parsed = json.loads(data) if data else {}
-    return parsed if isinstance(parsed, dict) else {}

@@ -9,18 +9,9 @@ passes the MultiWorkerJob's, from `launcher.operator.crd`).
 
 from __future__ import annotations
 
-from launcher.cluster.client import (
-    CONTAINER,
-    FIELD_MANAGER,
-    KINDS,
-    Cluster,
-    Kind,
-    Obj,
-    kind_key,
-    kind_of,
-    plain_call,
-    read_json,
-)
+from launcher.cluster.client import KINDS, Cluster, kind_key, kind_of
+from launcher.cluster.kinds import Kind
+from launcher.cluster.wire import CONTAINER, FIELD_MANAGER, Obj, plain_call, read_json
 from launcher.core.errors import Conflict, NotFound
 
 MERGE_PATCH = "application/merge-patch+json"

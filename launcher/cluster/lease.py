@@ -8,7 +8,8 @@ Lease and both try to take it, the API server lets exactly one succeed and answe
 
 from __future__ import annotations
 
-from launcher.cluster.client import FIELD_MANAGER, Cluster, Obj, kind_of, plain_call, read_json
+from launcher.cluster.client import Cluster, kind_of
+from launcher.cluster.wire import FIELD_MANAGER, Obj, plain_call, read_json
 from launcher.core.errors import NotFound
 
 LEASE = kind_of("Lease")

@@ -19,9 +19,10 @@ from collections.abc import Iterator, Sequence
 from typing import Literal, cast
 
 from launcher.cluster.cancel import Cancel
-from launcher.cluster.client import WATCH_SECONDS, Cluster, Gone, Obj, kind_of
+from launcher.cluster.client import Cluster, kind_of
 from launcher.cluster.find import JobObjects
 from launcher.cluster.retry import Backoff
+from launcher.cluster.wire import WATCH_SECONDS, Gone, Obj
 from launcher.core import labels
 from launcher.core.errors import TransientClusterError, WaitTimeout
 
