@@ -8,7 +8,7 @@ below is testable without a cluster, and a reconcile can run any number of times
 same outcome.
 
 One decision runs in named steps: observe (`launcher.operator.observe`: the `Group`), then
-decide restart (the outcome of a running group: succeeded, failed, or restart it all),
+decide restart (`launcher.operator.outcome`: succeeded, failed, or restart it all),
 plan writes (create what is missing, recreate for a spec change, refuse a name conflict),
 and decide status (a group that runs, waits for its workers or is suspended).
 
@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from launcher.core import contract, labels
+from launcher.core import labels
 from launcher.core import spec as spec_model
 from launcher.core.errors import SpecError
-from launcher.operator import crd, preemptions
+from launcher.operator import crd, outcome, preemptions
 from launcher.operator import progress as progress_status
 from launcher.operator.children import bool_text, children, remaining_deadline, trimmed
 from launcher.operator.conditions import (
@@ -50,61 +50,21 @@ from launcher.operator.crd import Phase, Status
 from launcher.operator.objects import (
     K8sObject,
     annotation_of,
-    chief_pod,
-    failed_workers,
     format_time,
-    job_complete,
-    job_failed,
     job_suspended,
     meta_of,
     name_of,
-    parse_result,
     parse_time,
-    terminated_state,
     terminating,
 )
 from launcher.operator.observe import Group, Observed, observe, owned
-
-CONFLICT_RETRY_SECONDS = 30.0
-RESTART_POLL_SECONDS = 5.0
-"""How soon to look again while old Jobs are still terminating (their deletion events
-usually come first)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """A Kubernetes Event to post on the MultiWorkerJob."""
-
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What to do, in this order: status, deletions, patches, creations, the resource."""
-
-    status: Status | None = None
-    """The new status; None when it did not change (so nothing is written)."""
-    delete_jobs: tuple[str, ...] = ()
-    """Job names to delete with foreground propagation (their pods go first)."""
-    patch_jobs: tuple[tuple[str, K8sObject], ...] = ()
-    """(Job name, merge patch)."""
-    create: tuple[K8sObject, ...] = ()
-    """Objects to create; an existing one (409) is fine."""
-    delete_resource: bool = False
-    """ttlSecondsAfterFinished has passed: delete the MultiWorkerJob (its children cascade)."""
-    events: tuple[Event, ...] = ()
-    requeue_after: float | None = None
-    """Look again after this many seconds even if nothing happens (TTL, slow deletions)."""
-
-
-def _transition_events(old: Status, new: Status) -> tuple[Event, ...]:
-    if new.phase == old.phase or new.phase is None or new.phase == "Created":
-        return ()  # the creation itself is announced by its own event
-    warning = new.phase in ("Failed", "Restarting")
-    return (Event("Warning" if warning else "Normal", new.phase, new.message or new.reason),)
-
+from launcher.operator.plan import (
+    CONFLICT_RETRY_SECONDS,
+    RESTART_POLL_SECONDS,
+    transition_events,
+)
+from launcher.operator.plan import Event as Event
+from launcher.operator.plan import Plan as Plan
 
 # --- The decision ---------------------------------------------------------------------------
 
@@ -234,9 +194,9 @@ def _run_group(g: Group) -> Plan:
     if g.old.phase == "Restarting":
         return _restarting(g)
     if g.live:
-        outcome = _outcome(g)
-        if outcome is not None:
-            return outcome
+        result = outcome.outcome(g)
+        if result is not None:
+            return result
     if any(terminating(j) for j in g.jobs):
         return _waiting_for_deletion(g)
     if not g.live:
@@ -251,96 +211,6 @@ def _run_group(g: Group) -> Plan:
     if missing and not stale:
         return _create(g, restarted=False)  # only the missing Jobs
     return _steady(g, spec_change_pending=stale)
-
-
-# --- Step 2, decide restart: the outcome of a running group ---------------------------------
-
-
-def _outcome(g: Group) -> Plan | None:
-    """Succeeded, Failed or Restarting, when the live Jobs say so."""
-    exits = failed_workers(g.pods)
-    failures = [(j, c) for j in g.live if (c := job_failed(j)) is not None]
-    config = [e for e in exits if e.exit_code == contract.EXIT_CONFIG_ERROR]
-    if config or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
-        what = config[0].describe() if config else _job_message(failures)
-        return _fail(
-            g,
-            "ConfigError",
-            f"{what}; exit code {contract.EXIT_CONFIG_ERROR} is a configuration error "
-            "that a restart cannot fix",
-        )
-    if any(c.get("reason") == "DeadlineExceeded" for _, c in failures):
-        return _fail(
-            g,
-            "DeadlineExceeded",
-            "the job ran longer than spec.activeDeadlineSeconds "
-            f"({g.job.spec.active_deadline_seconds}s)",
-        )
-    if failures:
-        what = exits[0].describe() if exits else _job_message(failures)
-        return _restart_or_fail(g, what)
-    if set(g.job_names) <= {name_of(j) for j in g.live if job_complete(j)}:
-        return _succeed(g)
-    return None
-
-
-def _succeed(g: Group) -> Plan:
-    chief = chief_pod(g.pods)
-    result = parse_result((terminated_state(chief) or {}).get("message")) if chief else None
-    result = result or parse_result(g.observed.chief_log)
-    message = f"all {g.workers} workers completed"
-    if result is None:
-        message += f"; no {contract.RESULT_LINE_PREFIX.strip()} line in the chief's log"
-    elif isinstance(result.get("test_accuracy"), int | float):
-        message += f"; test accuracy {result['test_accuracy']:.4f}"
-    status = with_phase(g.status, "Succeeded", "Completed", message, g.now)
-    status = dataclasses.replace(
-        with_workers(status, 0, g.workers),
-        result=result or {},
-        completion_time=format_time(g.now),
-        start_time=g.status.start_time or format_time(g.now),
-    )
-    return Plan(status=status, events=_transition_events(g.old, status))
-
-
-def _fail(g: Group, reason: str, message: str) -> Plan:
-    """Failed for good: stop what still runs (keep the failed Jobs for their logs)."""
-    status = with_phase(g.status, "Failed", reason, message, g.now)
-    status = dataclasses.replace(
-        with_workers(status, 0, g.workers), completion_time=format_time(g.now)
-    )
-    running = tuple(name_of(j) for j in g.live if job_failed(j) is None and not job_complete(j))
-    return Plan(status=status, delete_jobs=running, events=_transition_events(g.old, status))
-
-
-def _restart_or_fail(g: Group, what: str) -> Plan:
-    limit = g.job.spec.backoff_limit
-    if g.status.restarts >= limit:
-        return _fail(
-            g,
-            "BackoffLimitExceeded",
-            f"{what}; the group was restarted {g.status.restarts} times already "
-            f"(spec.backoffLimit: {limit})",
-        )
-    restarts = g.status.restarts + 1
-    message = (
-        f"{what}; restarting all {g.workers} workers from the last checkpoint "
-        f"(restart {restarts} of {limit})"
-    )
-    status = with_phase(g.status, "Restarting", "WorkerFailed", message, g.now)
-    status = dataclasses.replace(with_workers(status, 0, g.workers), restarts=restarts)
-    return Plan(
-        status=status,
-        delete_jobs=tuple(name_of(j) for j in g.live),
-        events=_transition_events(g.old, status),
-        requeue_after=RESTART_POLL_SECONDS,
-    )
-
-
-def _job_message(failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
-    job, condition = failures[0]
-    detail = condition.get("message") or condition.get("reason") or "failed"
-    return f"Job {name_of(job)} failed: {detail}"
 
 
 # --- Step 3, plan writes: restarts and spec changes (delete, wait until gone, create) ---------
@@ -403,7 +273,7 @@ def _create(g: Group, restarted: bool) -> Plan:
     """Create what is missing: the Service, NetworkPolicy and the absent Jobs."""
     deadline = remaining_deadline(g.job, g.status, g.now)
     if deadline is not None and deadline <= 0:
-        return _fail(
+        return outcome.fail(
             g,
             "DeadlineExceeded",
             "no time left to (re)start the workers within spec.activeDeadlineSeconds "
@@ -434,7 +304,7 @@ def _create(g: Group, restarted: bool) -> Plan:
     return Plan(
         status=None if status == g.old else status,
         create=create,
-        events=(event, *_transition_events(g.old, status)),
+        events=(event, *transition_events(g.old, status)),
     )
 
 
@@ -482,7 +352,7 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
     status = with_workers(with_phase(g.status, phase, reason, message, g.now), ready, total)
     if phase == "Running" and status.start_time is None:
         status = dataclasses.replace(status, start_time=format_time(g.now))
-    events.extend(_transition_events(g.old, status))
+    events.extend(transition_events(g.old, status))
     return Plan(
         status=None if status == g.old else status,
         patch_jobs=patches,

@@ -1,0 +1,116 @@
+"""Step 2 of a decision, decide restart: the outcome of a running group.
+
+The live Jobs and their pods say whether the group succeeded, failed for good (a
+configuration error, the deadline, the restart budget spent) or must restart as a whole
+(MultiWorkerMirroredStrategy cannot continue with a missing peer). Pure, like the rest of
+`launcher.operator.reconcile`, which calls `outcome()` and, when it cannot create the
+workers in time, `fail()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from launcher.core import contract
+from launcher.operator.conditions import with_phase, with_workers
+from launcher.operator.objects import (
+    chief_pod,
+    failed_workers,
+    format_time,
+    job_complete,
+    job_failed,
+    name_of,
+    parse_result,
+    terminated_state,
+)
+from launcher.operator.observe import Group
+from launcher.operator.plan import RESTART_POLL_SECONDS, Plan, transition_events
+
+
+def outcome(g: Group) -> Plan | None:
+    """Succeeded, Failed or Restarting, when the live Jobs say so."""
+    exits = failed_workers(g.pods)
+    failures = [(j, c) for j in g.live if (c := job_failed(j)) is not None]
+    config = [e for e in exits if e.exit_code == contract.EXIT_CONFIG_ERROR]
+    if config or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
+        what = config[0].describe() if config else _job_message(failures)
+        return fail(
+            g,
+            "ConfigError",
+            f"{what}; exit code {contract.EXIT_CONFIG_ERROR} is a configuration error "
+            "that a restart cannot fix",
+        )
+    if any(c.get("reason") == "DeadlineExceeded" for _, c in failures):
+        return fail(
+            g,
+            "DeadlineExceeded",
+            "the job ran longer than spec.activeDeadlineSeconds "
+            f"({g.job.spec.active_deadline_seconds}s)",
+        )
+    if failures:
+        what = exits[0].describe() if exits else _job_message(failures)
+        return _restart_or_fail(g, what)
+    if set(g.job_names) <= {name_of(j) for j in g.live if job_complete(j)}:
+        return _succeed(g)
+    return None
+
+
+def _succeed(g: Group) -> Plan:
+    chief = chief_pod(g.pods)
+    result = parse_result((terminated_state(chief) or {}).get("message")) if chief else None
+    result = result or parse_result(g.observed.chief_log)
+    message = f"all {g.workers} workers completed"
+    if result is None:
+        message += f"; no {contract.RESULT_LINE_PREFIX.strip()} line in the chief's log"
+    elif isinstance(result.get("test_accuracy"), int | float):
+        message += f"; test accuracy {result['test_accuracy']:.4f}"
+    status = with_phase(g.status, "Succeeded", "Completed", message, g.now)
+    status = dataclasses.replace(
+        with_workers(status, 0, g.workers),
+        result=result or {},
+        completion_time=format_time(g.now),
+        start_time=g.status.start_time or format_time(g.now),
+    )
+    return Plan(status=status, events=transition_events(g.old, status))
+
+
+def fail(g: Group, reason: str, message: str) -> Plan:
+    """Failed for good: stop what still runs (keep the failed Jobs for their logs)."""
+    status = with_phase(g.status, "Failed", reason, message, g.now)
+    status = dataclasses.replace(
+        with_workers(status, 0, g.workers), completion_time=format_time(g.now)
+    )
+    running = tuple(name_of(j) for j in g.live if job_failed(j) is None and not job_complete(j))
+    return Plan(status=status, delete_jobs=running, events=transition_events(g.old, status))
+
+
+def _restart_or_fail(g: Group, what: str) -> Plan:
+    limit = g.job.spec.backoff_limit
+    if g.status.restarts >= limit:
+        return fail(
+            g,
+            "BackoffLimitExceeded",
+            f"{what}; the group was restarted {g.status.restarts} times already "
+            f"(spec.backoffLimit: {limit})",
+        )
+    restarts = g.status.restarts + 1
+    message = (
+        f"{what}; restarting all {g.workers} workers from the last checkpoint "
+        f"(restart {restarts} of {limit})"
+    )
+    status = with_phase(g.status, "Restarting", "WorkerFailed", message, g.now)
+    status = dataclasses.replace(with_workers(status, 0, g.workers), restarts=restarts)
+    return Plan(
+        status=status,
+        delete_jobs=tuple(name_of(j) for j in g.live),
+        events=transition_events(g.old, status),
+        requeue_after=RESTART_POLL_SECONDS,
+    )
+
+
+def _job_message(failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
+    job, condition = failures[0]
+    detail = condition.get("message") or condition.get("reason") or "failed"
+    return f"Job {name_of(job)} failed: {detail}"
