@@ -21,7 +21,7 @@ import click
 from launcher.cli import job_progress, output
 from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
-from launcher.cluster import status
+from launcher.cluster import stalls, status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
 from launcher.core.progress import fit
 
@@ -149,7 +149,7 @@ class _MissingPods:
     def warnings(self, objects: JobObjects) -> list[str]:
         """The warnings due now (each Job's at most once while it stays short)."""
         now = time.monotonic()
-        short = {s.job: s for s in status.missing_pods(objects.jobs, objects.pods)}
+        short = {s.job: s for s in stalls.missing_pods(objects.jobs, objects.pods)}
         for gone in set(self.since) - set(short):
             del self.since[gone]
             self.warned.discard(gone)
@@ -159,14 +159,14 @@ class _MissingPods:
             if name in self.warned or now - started <= self.threshold:
                 continue
             job = next(j for j in objects.jobs if j["metadata"]["name"] == name)
-            cause = status.creation_blocked_by(job, self._events(name))
+            cause = stalls.creation_blocked_by(job, self._events(name))
             if cause is None and shortfall.failed:
                 self.since[name] = now  # likely the controller's backoff after a failed pod
                 continue
             if cause is None and now - started <= self.threshold + REASON_GRACE_SECONDS:
                 continue  # the controller's event may lag on a busy API server: wait for it
             self.warned.add(name)
-            messages.append(status.missing_warning(shortfall, self.threshold, cause))
+            messages.append(stalls.missing_warning(shortfall, self.threshold, cause))
         return messages
 
     def _events(self, job: str) -> list[Any]:
@@ -230,13 +230,13 @@ def wait_for_job(
                 restarts[w.index] = max(w.restarts, restarts.get(w.index, 0))
             stalled = [
                 w
-                for w in status.pending_too_long(summary, now(), pending_warning)
+                for w in stalls.pending_too_long(summary, now(), pending_warning)
                 if (w.index, w.pod) not in warned
             ]
             if stalled:
                 warned.update((w.index, w.pod) for w in stalled)
                 progress.say(
-                    f"warning: {status.pending_warning(summary, stalled, pending_warning)}"
+                    f"warning: {stalls.pending_warning(summary, stalled, pending_warning)}"
                 )
             for warning in missing.warnings(objects):
                 progress.say(f"warning: {warning}")

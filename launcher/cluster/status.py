@@ -3,7 +3,8 @@
 Pure (no cluster access, no clock: `now` is passed in), so `tflaunch status`, `list`, `wait`
 and `logs -f` share one reading of the objects and it can be tested with dicts. The reading
 follows MultiWorkerMirroredStrategy: training only runs when every worker runs, a worker that
-fails takes the group with it, and a Pending worker holds the others at the rendezvous.
+fails takes the group with it, and a Pending worker holds the others at the rendezvous (why
+workers do not start is worked out in `launcher.cluster.stalls`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from launcher.core import contract, labels
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
 Obj = Mapping[str, Any]
 
-_FAILED = ("Failed", "FailureTarget")
-_COMPLETE = ("Complete", "SuccessCriteriaMet")
+FAILED = ("Failed", "FailureTarget")
+"""The Job condition types that say it failed (FailureTarget: on its way to Failed)."""
+COMPLETE = ("Complete", "SuccessCriteriaMet")
+"""The Job condition types that say it succeeded."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,7 +243,7 @@ def describe_exit(code: int | None, reason: str | None, terminated: Obj | None =
         text = f"{reason or 'killed'} (exit {code}, signal {code - 128})"
     else:
         text = f"{reason or 'Error'} (exit {code})"
-    message = _first_line((terminated or {}).get("message"))
+    message = first_line((terminated or {}).get("message"))
     return f"{text}: {message}" if message else text
 
 
@@ -253,18 +256,20 @@ def _trainer_status(status: Obj) -> Obj | None:
 
 
 def _reason(reason: str | None, source: Obj) -> str | None:
-    message = _first_line(source.get("message"))
+    message = first_line(source.get("message"))
     if not reason:
         return message
     return f"{reason}: {message}" if message else reason
 
 
-def _first_line(text: Any, limit: int = 160) -> str:
+def first_line(text: Any, limit: int = 160) -> str:
+    """The first line of a message, cut to `limit` characters."""
     line = " ".join(str(text or "").strip().splitlines()[:1]).strip()
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _conditions(job: Obj) -> dict[str, Obj]:
+def true_conditions(job: Obj) -> dict[str, Obj]:
+    """A Job's conditions that hold, by type."""
     return {
         str(c.get("type")): c
         for c in (job.get("status") or {}).get("conditions") or []
@@ -278,15 +283,15 @@ def _state(
     if not jobs:
         return "Unknown", None
     for job in jobs:
-        conditions = _conditions(job)
-        failed = next((conditions[t] for t in _FAILED if t in conditions), None)
+        conditions = true_conditions(job)
+        failed = next((conditions[t] for t in FAILED if t in conditions), None)
         if failed is not None:
             return "Failed", _condition_text("Failed", failed, job, len(jobs) > 1)
-    completed = [j for j in jobs if any(t in _conditions(j) for t in _COMPLETE)]
+    completed = [j for j in jobs if any(t in true_conditions(j) for t in COMPLETE)]
     if completed and len(completed) == len(jobs) and (indexed or len(jobs) >= expected):
         return "Succeeded", "Complete"
     suspended = [
-        j for j in jobs if "Suspended" in _conditions(j) or (j.get("spec") or {}).get("suspend")
+        j for j in jobs if "Suspended" in true_conditions(j) or (j.get("spec") or {}).get("suspend")
     ]
     if suspended:
         return "Suspended", "Suspended: the Job is suspended (e.g. queued by Kueue)"
@@ -301,7 +306,7 @@ def _condition_text(kind: str, condition: Obj, job: Obj, name_it: bool) -> str:
         parts[0] = f"{kind} (Job {job['metadata']['name']})"
     if condition.get("reason"):
         parts.append(str(condition["reason"]))
-    message = _first_line(condition.get("message"), 240)
+    message = first_line(condition.get("message"), 240)
     if message:
         parts.append(message)
     return ": ".join(parts)
@@ -382,107 +387,6 @@ def progress_line(status: JobStatus, elapsed: float, training: str | None = None
         parts.append("no restarts")
     parts.append(duration(elapsed))
     return ", ".join(parts)
-
-
-def pending_too_long(
-    status: JobStatus, now: datetime.datetime, threshold: float
-) -> tuple[Worker, ...]:
-    """Workers whose pod has been Pending for more than `threshold` seconds."""
-    return tuple(
-        w
-        for w in status.workers
-        if w.phase == "Pending"
-        and w.created is not None
-        and (now - w.created).total_seconds() > threshold
-    )
-
-
-def pending_warning(status: JobStatus, workers: Sequence[Worker], threshold: float) -> str:
-    """Why Pending workers stall all of MWMS, and what to do about it."""
-    which = ", ".join(str(w.index) for w in workers)
-    reasons = sorted({w.reason for w in workers if w.reason})
-    why = f" ({'; '.join(reasons)})" if reasons else ""
-    gpu = any("nvidia.com/gpu" in (w.reason or "") for w in workers)
-    scarce = "GPUs are short" if gpu else "the cluster lacks room"
-    return (
-        f"worker{'s' if len(workers) > 1 else ''} {which} pending for more than "
-        f"{duration(threshold)}{why}. MultiWorkerMirroredStrategy cannot start until all "
-        f"{status.expected} workers are scheduled, so the scheduled ones wait idle while "
-        f"{scarce}: free capacity or ask for fewer workers/GPUs, or use gang scheduling "
-        "(spec.gang: kueue, volcano or coscheduling, so that all workers start together)"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Shortfall:
-    """A Job that has fewer live pods than it should run now (`parallelism`, or what is left
-    of its completions): the Job controller could not create the others."""
-
-    job: str
-    want: int
-    have: int
-    failed: int
-    """The Job's failed pods so far: the controller may only be backing off before the next."""
-
-
-def missing_pods(jobs: Sequence[Obj], pods: Sequence[Obj]) -> tuple[Shortfall, ...]:
-    """The Jobs, neither finished nor suspended, with fewer live pods than they should run.
-
-    Such workers never get a pod at all, so they are never Pending: a ResourceQuota, a
-    LimitRange or an admission webhook refused their creation.
-    """
-    live: dict[str, int] = {}
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        phase = (pod.get("status") or {}).get("phase")
-        if meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
-            continue
-        for owner in meta.get("ownerReferences") or []:
-            if owner.get("kind") == "Job":
-                live[owner.get("uid", "")] = live.get(owner.get("uid", ""), 0) + 1
-    shortfalls = []
-    for job in jobs:
-        spec, job_status = job.get("spec") or {}, job.get("status") or {}
-        if spec.get("suspend") or _job_finished(job):
-            continue
-        left = int(spec.get("completions") or 1) - int(job_status.get("succeeded") or 0)
-        want = min(int(spec.get("parallelism") or 1), left)
-        have = live.get(job["metadata"].get("uid", ""), 0)
-        if have < want:
-            failed = int(job_status.get("failed") or 0)
-            shortfalls.append(Shortfall(job["metadata"]["name"], want, have, failed))
-    return tuple(shortfalls)
-
-
-def _job_finished(job: Obj) -> bool:
-    conditions = _conditions(job)
-    return any(kind in conditions for kind in (*_FAILED, *_COMPLETE))
-
-
-def creation_blocked_by(job: Obj, events: Sequence[Obj]) -> str | None:
-    """Why the Job controller cannot create a Job's pods, in the server's words: a true
-    condition's message (other than the Job's verdict), else its newest FailedCreate (or
-    other Warning) event, e.g. `pods "..." is forbidden: exceeded quota: ...`."""
-    for kind, condition in _conditions(job).items():
-        if kind not in (*_FAILED, *_COMPLETE, "Suspended") and condition.get("message"):
-            return _first_line(f"{kind}: {condition['message']}", limit=400)
-    warnings = [e for e in events if e.get("type") == "Warning"]
-    created = [e for e in warnings if e.get("reason") == "FailedCreate"] or warnings
-    if not created:
-        return None
-    event = created[-1]
-    return _first_line(f"{event.get('reason')}: {event.get('message')}", limit=400)
-
-
-def missing_warning(shortfall: Shortfall, threshold: float, cause: str | None) -> str:
-    """Why workers without a pod stall all of MWMS, with the server's reason."""
-    why = cause or f"no event says why; kubectl describe job {shortfall.job}"
-    return (
-        f"Job {shortfall.job} has {shortfall.have} of {shortfall.want} worker pods for more "
-        f"than {duration(threshold)}: the others cannot be created ({why}). "
-        "MultiWorkerMirroredStrategy cannot start without all of them: raise the quota or "
-        "limits, or ask for fewer workers/resources"
-    )
 
 
 def failure_message(status: JobStatus) -> str:

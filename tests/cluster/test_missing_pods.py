@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.cluster import status
+from launcher.cluster import stalls
 
 QUOTA = 'pods "m-worker-1-x" is forbidden: exceeded quota: q, requested: pods=1'
 
@@ -27,28 +27,28 @@ def event(reason: str, message: str, kind: str = "Warning") -> dict[str, Any]:
 
 def test_a_job_with_fewer_live_pods_than_parallelism_falls_short() -> None:
     j = job()
-    assert status.missing_pods([j], [pod(j), pod(j, "Failed")]) == (
-        status.Shortfall("m-worker", want=2, have=1, failed=0),
+    assert stalls.missing_pods([j], [pod(j), pod(j, "Failed")]) == (
+        stalls.Shortfall("m-worker", want=2, have=1, failed=0),
     )
 
 
 def test_suspended_finished_and_nearly_done_jobs_do_not_fall_short() -> None:
     done = job(status={"conditions": [{"type": "Complete", "status": "True"}]})
     nearly = job(status={"succeeded": 1})
-    assert status.missing_pods([job(suspend=True), done], []) == ()
-    assert status.missing_pods([nearly], [pod(nearly)]) == ()
+    assert stalls.missing_pods([job(suspend=True), done], []) == ()
+    assert stalls.missing_pods([nearly], [pod(nearly)]) == ()
 
 
 def test_the_cause_is_the_newest_failed_create_event() -> None:
     events = [event("FailedCreate", "old"), event("SuccessfulCreate", "x", "Normal")]
     events.append(event("FailedCreate", QUOTA))
-    assert status.creation_blocked_by(job(), events) == f"FailedCreate: {QUOTA}"
-    assert status.creation_blocked_by(job(), [event("SuccessfulCreate", "x", "Normal")]) is None
+    assert stalls.creation_blocked_by(job(), events) == f"FailedCreate: {QUOTA}"
+    assert stalls.creation_blocked_by(job(), [event("SuccessfulCreate", "x", "Normal")]) is None
 
 
 def test_the_warning_names_the_job_the_counts_and_the_cause() -> None:
-    shortfall = status.Shortfall("m-worker", want=2, have=1, failed=0)
-    text = status.missing_warning(shortfall, 120, f"FailedCreate: {QUOTA}")
+    shortfall = stalls.Shortfall("m-worker", want=2, have=1, failed=0)
+    text = stalls.missing_warning(shortfall, 120, f"FailedCreate: {QUOTA}")
     assert "Job m-worker has 1 of 2 worker pods" in text and "exceeded quota: q" in text
     assert "\n" not in text
 

@@ -1,0 +1,126 @@
+"""Why a job's workers do not start, worked out from its Jobs, Pods and Events as plain dicts.
+
+MultiWorkerMirroredStrategy cannot start until every worker runs, so one worker that does
+not start stalls them all. Two ways, each with its warning for `tflaunch wait`: a worker's
+pod stays Pending (the scheduler finds no room or no GPUs), or it is never created at all (a
+ResourceQuota, a LimitRange or an admission webhook refused it; the Job controller says so in
+a condition or a FailedCreate event). Pure, like `launcher.cluster.status`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Sequence
+
+from launcher.cluster.status import (
+    COMPLETE,
+    FAILED,
+    JobStatus,
+    Obj,
+    Worker,
+    duration,
+    first_line,
+    true_conditions,
+)
+
+
+def pending_too_long(
+    status: JobStatus, now: datetime.datetime, threshold: float
+) -> tuple[Worker, ...]:
+    """Workers whose pod has been Pending for more than `threshold` seconds."""
+    return tuple(
+        w
+        for w in status.workers
+        if w.phase == "Pending"
+        and w.created is not None
+        and (now - w.created).total_seconds() > threshold
+    )
+
+
+def pending_warning(status: JobStatus, workers: Sequence[Worker], threshold: float) -> str:
+    """Why Pending workers stall all of MWMS, and what to do about it."""
+    which = ", ".join(str(w.index) for w in workers)
+    reasons = sorted({w.reason for w in workers if w.reason})
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    gpu = any("nvidia.com/gpu" in (w.reason or "") for w in workers)
+    scarce = "GPUs are short" if gpu else "the cluster lacks room"
+    return (
+        f"worker{'s' if len(workers) > 1 else ''} {which} pending for more than "
+        f"{duration(threshold)}{why}. MultiWorkerMirroredStrategy cannot start until all "
+        f"{status.expected} workers are scheduled, so the scheduled ones wait idle while "
+        f"{scarce}: free capacity or ask for fewer workers/GPUs, or use gang scheduling "
+        "(spec.gang: kueue, volcano or coscheduling, so that all workers start together)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Shortfall:
+    """A Job that has fewer live pods than it should run now (`parallelism`, or what is left
+    of its completions): the Job controller could not create the others."""
+
+    job: str
+    want: int
+    have: int
+    failed: int
+    """The Job's failed pods so far: the controller may only be backing off before the next."""
+
+
+def missing_pods(jobs: Sequence[Obj], pods: Sequence[Obj]) -> tuple[Shortfall, ...]:
+    """The Jobs, neither finished nor suspended, with fewer live pods than they should run.
+
+    Such workers never get a pod at all, so they are never Pending: a ResourceQuota, a
+    LimitRange or an admission webhook refused their creation.
+    """
+    live: dict[str, int] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        phase = (pod.get("status") or {}).get("phase")
+        if meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
+            continue
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "Job":
+                live[owner.get("uid", "")] = live.get(owner.get("uid", ""), 0) + 1
+    shortfalls = []
+    for job in jobs:
+        spec, job_status = job.get("spec") or {}, job.get("status") or {}
+        if spec.get("suspend") or _job_finished(job):
+            continue
+        left = int(spec.get("completions") or 1) - int(job_status.get("succeeded") or 0)
+        want = min(int(spec.get("parallelism") or 1), left)
+        have = live.get(job["metadata"].get("uid", ""), 0)
+        if have < want:
+            failed = int(job_status.get("failed") or 0)
+            shortfalls.append(Shortfall(job["metadata"]["name"], want, have, failed))
+    return tuple(shortfalls)
+
+
+def _job_finished(job: Obj) -> bool:
+    conditions = true_conditions(job)
+    return any(kind in conditions for kind in (*FAILED, *COMPLETE))
+
+
+def creation_blocked_by(job: Obj, events: Sequence[Obj]) -> str | None:
+    """Why the Job controller cannot create a Job's pods, in the server's words: a true
+    condition's message (other than the Job's verdict), else its newest FailedCreate (or
+    other Warning) event, e.g. `pods "..." is forbidden: exceeded quota: ...`."""
+    for kind, condition in true_conditions(job).items():
+        if kind not in (*FAILED, *COMPLETE, "Suspended") and condition.get("message"):
+            return first_line(f"{kind}: {condition['message']}", limit=400)
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    created = [e for e in warnings if e.get("reason") == "FailedCreate"] or warnings
+    if not created:
+        return None
+    event = created[-1]
+    return first_line(f"{event.get('reason')}: {event.get('message')}", limit=400)
+
+
+def missing_warning(shortfall: Shortfall, threshold: float, cause: str | None) -> str:
+    """Why workers without a pod stall all of MWMS, with the server's reason."""
+    why = cause or f"no event says why; kubectl describe job {shortfall.job}"
+    return (
+        f"Job {shortfall.job} has {shortfall.have} of {shortfall.want} worker pods for more "
+        f"than {duration(threshold)}: the others cannot be created ({why}). "
+        "MultiWorkerMirroredStrategy cannot start without all of them: raise the quota or "
+        "limits, or ask for fewer workers/resources"
+    )
