@@ -17,6 +17,7 @@ from launcher.cluster import apply
 from launcher.cluster.client import Cluster
 from launcher.core import render, spec
 from tests.cluster.fakeapi import FakeKubernetes
+from tests.cluster.objects import pod_for
 
 
 @pytest.fixture
@@ -96,3 +97,20 @@ def submit(cluster: Cluster, **overrides: Any) -> list[dict[str, Any]]:
     """Apply a job; return the stored objects (with their uids)."""
     apply.apply_job(cluster, job_objects(**overrides))
     return [o for o in job_objects(**overrides)]
+
+
+@pytest.fixture
+def job(cluster: Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+    """The default job applied to the fake server; its stored Job (no pods yet)."""
+    apply.apply_job(cluster, job_objects())
+    stored = fake.get("Job", "mnist-worker")
+    assert stored is not None
+    return stored
+
+
+@pytest.fixture
+def running_job(job: dict[str, Any], fake: FakeKubernetes) -> dict[str, Any]:
+    """`job` with both workers' pods Running."""
+    fake.put(pod_for(job, 0))
+    fake.put(pod_for(job, 1))
+    return job

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from launcher.cluster import apply
 from launcher.cluster.client import Cluster
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
-from tests.cluster.objects import pod_for, with_active, with_condition
+from tests.cluster.objects import with_active, with_condition
 
 Tflaunch = Callable[..., Result]
 
 
 def test_delete_removes_the_jobs_pods_service_and_network_policy(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
-    fake.put(pod_for(job, 0))
-    fake.put(pod_for(job, 1))
-
     result = tflaunch("delete", "mnist")
 
     assert result.code == 0

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from typing import Any
 
 from launcher.cli import job_progress
-from launcher.cluster import apply, status
-from launcher.cluster.client import Cluster
+from launcher.cluster import status
 from launcher.core import progress
 from launcher.core.progress import Progress
 from tests.cluster.conftest import Result, job_objects
@@ -21,12 +21,8 @@ LINE = progress.format_line(Progress(2, 5, 120, 469, 0.1234, 3456.7, 80.0))
 
 
 def test_status_shows_the_chiefs_latest_progress_from_its_log(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
-    fake.put(pod_for(job, 0))
-    fake.put(pod_for(job, 1))
     fake.log("mnist-worker-0-a0", progress.format_line(Progress(1, 5, 469, 469, 0.5)), LINE,
              "12:00:01 [worker 0/2] INFO something else")  # fmt: skip
     fake.log("mnist-worker-1-a0", progress.format_line(Progress(5, 5, 1, 469)))  # not the chief
@@ -40,10 +36,8 @@ def test_status_shows_the_chiefs_latest_progress_from_its_log(
 
 
 def test_status_without_a_progress_line_shows_none(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
     fake.put(pod_for(job, 0))
     fake.put(pod_for(job, 1, phase="Pending", node=None))
 
@@ -84,12 +78,8 @@ def test_waits_line_names_the_training_and_stays_short_for_64_restarted_workers(
 
 
 def test_wait_shows_the_chiefs_progress_from_its_log(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
-    fake.put(pod_for(job, 0))
-    fake.put(pod_for(job, 1))
     fake.log("mnist-worker-0-a0", LINE)
 
     result = tflaunch("wait", "mnist", "--timeout", "1")

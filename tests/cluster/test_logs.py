@@ -9,21 +9,12 @@ from typing import Any
 
 import pytest
 
-from launcher.cluster import apply, logs
-from launcher.cluster.client import Cluster
-from tests.cluster.conftest import Result, job_objects
+from launcher.cluster import logs
+from tests.cluster.conftest import Result
 from tests.cluster.fakeapi import Failure, FakeKubernetes, status
 from tests.cluster.objects import pod_for, with_condition
 
 Tflaunch = Callable[..., Result]
-
-
-@pytest.fixture
-def job(cluster: Cluster, fake: FakeKubernetes) -> dict[str, Any]:
-    apply.apply_job(cluster, job_objects())
-    stored = fake.get("Job", "mnist-worker")
-    assert stored is not None
-    return stored
 
 
 def test_logs_of_all_workers_are_interleaved_by_time_with_a_prefix_each(

@@ -9,9 +9,8 @@ import threading
 import time
 from typing import Any
 
-from launcher.cluster import apply, logs
+from launcher.cluster import logs
 from launcher.cluster.client import Cluster
-from tests.cluster.conftest import job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import pod_for
 
@@ -51,11 +50,8 @@ def _restart_the_group(fake: FakeKubernetes, job: dict[str, Any], done: threadin
 
 
 def test_a_followed_job_whose_jobs_are_recreated_is_followed_until_its_owner_ends(
-    cluster: Cluster, fake: FakeKubernetes
+    cluster: Cluster, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
-    assert job is not None
     fake.put(pod_for(job, 0))
     finished = threading.Event()
     threading.Timer(0.5, _restart_the_group, (fake, job, finished)).start()

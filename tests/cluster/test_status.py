@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from launcher.cluster import apply, status
-from launcher.cluster.client import Cluster
+from launcher.cluster import status
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import pod_for, with_active, with_condition
@@ -161,10 +160,8 @@ def test_list_reads_the_state_from_jobs_alone() -> None:
 
 
 def test_status_prints_a_row_per_worker_and_the_condition(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
     fake.put(pod_for(job, 0, node="gpu-a", age=90))
     fake.put(pod_for(job, 1, phase="Pending", unschedulable=UNSCHEDULABLE, age=90))
 
@@ -181,10 +178,8 @@ def test_status_prints_a_row_per_worker_and_the_condition(
 
 
 def test_status_shows_the_failed_condition(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
     fake.put(with_condition(job, "Failed", "BackoffLimitExceeded", "Job has reached the limit"))
     fake.put(pod_for(job, 0, phase="Failed", exit_code=1))
 

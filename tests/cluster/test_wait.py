@@ -38,15 +38,10 @@ def later() -> Iterator[Later]:
 
 
 @pytest.fixture
-def running(cluster: Cluster, fake: FakeKubernetes) -> dict[str, Any]:
+def running(running_job: dict[str, Any], fake: FakeKubernetes) -> dict[str, Any]:
     """mnist submitted, both workers running; returns its Job."""
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
-    assert job is not None
-    fake.put(pod_for(job, 0))
-    fake.put(pod_for(job, 1))
     fake.requests.clear()  # what the waiting does is counted, not the submit's own reads
-    return job
+    return running_job
 
 
 def lists(fake: FakeKubernetes, plural: str) -> int:
@@ -153,10 +148,8 @@ def test_waiting_ends_with_4_after_the_timeout_and_says_the_job_keeps_running(
 
 
 def test_workers_pending_too_long_get_a_warning_about_gpus_and_gang_scheduling(
-    tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:
-    apply.apply_job(cluster, job_objects())
-    job = fake.get("Job", "mnist-worker")
     fake.put(pod_for(job, 0, age=300))
     fake.put(pod_for(job, 1, phase="Pending", unschedulable=UNSCHEDULABLE, age=300))
 

@@ -97,6 +97,20 @@ class ControlPlane:
         )
         return Run(proc.returncode, proc.stdout, proc.stderr)
 
+    def submit(
+        self,
+        path: Path,
+        name: str,
+        namespace: str,
+        *args: str,
+        hooks: dict[str, str] | None = None,
+        timeout: float = 120,
+        **spec: Any,
+    ) -> Run:
+        """`write_spec(path, ...)`, then `tflaunch submit` of it with `args`."""
+        write_spec(path, name, namespace, hooks=hooks, **spec)
+        return self.tflaunch("submit", str(path), *args, timeout=timeout)
+
     def popen_tflaunch(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "launcher", *args],

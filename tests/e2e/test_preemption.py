@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+from tests.e2e.conftest import ControlPlane, eventually, pod_hooks
 from tests.e2e.test_operator import Operator, _mwj, _status, operator  # noqa: F401
 
 pytestmark = pytest.mark.e2e
@@ -43,11 +43,10 @@ def test_a_pod_that_exits_79_is_replaced_without_moving_the_job_toward_its_backo
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     cp = control_plane
-    spec = write_spec(
-        tmp_path / "job.yaml", "pre", namespace, backoffLimit=0,
-        hooks=pod_hooks(run_for="2s", worker_exit={1: 79}),
+    run = cp.submit(
+        tmp_path / "job.yaml", "pre", namespace,
+        backoffLimit=0, hooks=pod_hooks(run_for="2s", worker_exit={1: 79}),
     )  # fmt: skip
-    run = cp.tflaunch("submit", str(spec))
     assert run.code == 0, run
     # backoffLimit 0 (x2 workers = 0 for the indexed Job): one counted failure would fail it.
     preempted = eventually(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, pod_hooks, write_spec
+from tests.e2e.conftest import ControlPlane, pod_hooks
 
 pytestmark = pytest.mark.e2e
 
@@ -22,8 +22,10 @@ def _condition(cp: ControlPlane, namespace: str, job: str, kind: str) -> dict[st
 def test_wait_exits_0_when_every_worker_succeeds(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    spec = write_spec(tmp_path / "job.yaml", "ok", namespace, hooks=pod_hooks(run_for="2s"))
-    run = control_plane.tflaunch("submit", str(spec), "--wait", "--timeout", "90")
+    run = control_plane.submit(
+        tmp_path / "job.yaml", "ok", namespace, "--wait", "--timeout", "90",
+        hooks=pod_hooks(run_for="2s"),
+    )  # fmt: skip
     assert run.code == 0, run
     assert "job ok succeeded" in run.err
     assert _condition(control_plane, namespace, "ok-worker", "Complete")
@@ -33,11 +35,10 @@ def test_wait_exits_3_when_a_worker_keeps_failing_past_the_backoff_limit(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     cp = control_plane
-    spec = write_spec(
-        tmp_path / "job.yaml", "flaky", namespace, backoffLimit=1,
-        hooks=pod_hooks(run_for="1s", worker_exit={1: 1}),
+    run = cp.submit(
+        tmp_path / "job.yaml", "flaky", namespace, "--wait", "--timeout", "150", timeout=200,
+        backoffLimit=1, hooks=pod_hooks(run_for="1s", worker_exit={1: 1}),
     )  # fmt: skip
-    run = cp.tflaunch("submit", str(spec), "--wait", "--timeout", "150", timeout=200)
     assert run.code == 3, run
     failed = _condition(cp, namespace, "flaky-worker", "Failed")
     assert failed and failed["reason"] == "BackoffLimitExceeded"
@@ -52,11 +53,10 @@ def test_a_configuration_error_fails_the_job_at_once_without_retry(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     cp = control_plane
-    spec = write_spec(
-        tmp_path / "job.yaml", "cfg", namespace, backoffLimit=6,
-        hooks=pod_hooks(run_for="1s", worker_exit={1: 78}, exit_code=0),
+    run = cp.submit(
+        tmp_path / "job.yaml", "cfg", namespace, "--wait", "--timeout", "90",
+        backoffLimit=6, hooks=pod_hooks(run_for="1s", worker_exit={1: 78}, exit_code=0),
     )  # fmt: skip
-    run = cp.tflaunch("submit", str(spec), "--wait", "--timeout", "90")
     assert run.code == 3, run
     failed = _condition(cp, namespace, "cfg-worker", "Failed")
     assert failed and failed["reason"] == "PodFailurePolicy", failed
@@ -70,8 +70,8 @@ def test_wait_rides_out_a_control_plane_restart(
     cp = control_plane
     if not cp.owned:
         pytest.skip("restarts the API server: only on a cluster this session started")
-    spec = write_spec(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="15s"))
-    assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
+    run = cp.submit(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="15s"))
+    assert run.code == 0, run
     waiter = cp.popen_tflaunch("wait", "outage", "-n", namespace, "--timeout", "240")
     assert waiter.stderr is not None
     seen: list[str] = []

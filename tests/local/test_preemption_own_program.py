@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -107,15 +108,18 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
-def test_a_keras_program_saves_on_sigterm_and_resumes_without_a_retry(tmp_path: Path) -> None:
-    (tmp_path / "prog.py").write_text(PROGRAM)
+def _preempted_run(
+    tmp_path: Path, program: str, name: str, ready: Callable[[str], bool], what: str
+) -> str:
+    """`tflaunch local` of `program` on two workers; SIGTERM to worker 1's wrapper once
+    `ready(console text)`; the console, once the launcher has exited 0."""
+    (tmp_path / "prog.py").write_text(program)
     (tmp_path / "job.yaml").write_text(
         "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\n"
-        "metadata: {name: own}\nspec:\n  image: tflaunch-trainer:e2e\n  workers: 2\n"
+        f"metadata: {{name: {name}}}\nspec:\n  image: tflaunch-trainer:e2e\n  workers: 2\n"
         "  script: prog.py\n  backoffLimit: 0\n"
     )
     console = tmp_path / "console.txt"
-    backups = tmp_path / "work" / "checkpoints" / "backup" / "chief"
     with console.open("w") as out:
         launcher = subprocess.Popen(
             [sys.executable, "-m", "launcher", "local", str(tmp_path / "job.yaml"),
@@ -125,9 +129,9 @@ def test_a_keras_program_saves_on_sigterm_and_resumes_without_a_retry(tmp_path: 
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
-        while not (backups.exists() and any(backups.glob("*.index"))):
+        while not ready(console.read_text()):
             assert launcher.poll() is None, console.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the first epoch never ended"
+            assert time.monotonic() < deadline, what
             time.sleep(0.05)
         os.kill(_children(launcher.pid)[1], signal.SIGTERM)
         launcher.wait(timeout=600)
@@ -135,6 +139,16 @@ def test_a_keras_program_saves_on_sigterm_and_resumes_without_a_retry(tmp_path: 
         launcher.kill()
     output = console.read_text()
     assert launcher.returncode == 0, output[-4000:]
+    return output
+
+
+def test_a_keras_program_saves_on_sigterm_and_resumes_without_a_retry(tmp_path: Path) -> None:
+    backups = tmp_path / "work" / "checkpoints" / "backup" / "chief"
+    output = _preempted_run(
+        tmp_path, PROGRAM, "own",
+        lambda _console: backups.exists() and any(backups.glob("*.index")),
+        "the first epoch never ended",
+    )  # fmt: skip
     saved = [int(s) for s in contract.PREEMPTED_SAVED.findall(output)]
     assert len(saved) == 2 and saved[0] == saved[1] and 60 < saved[0] < 120, output[-4000:]
     assert "not a retry: 0/0 used" in output
@@ -144,32 +158,10 @@ def test_a_keras_program_saves_on_sigterm_and_resumes_without_a_retry(tmp_path: 
 def test_a_custom_loop_with_the_preemption_handler_saves_and_resumes_without_a_retry(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "prog.py").write_text(LOOP)
-    (tmp_path / "job.yaml").write_text(
-        "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\n"
-        "metadata: {name: loop}\nspec:\n  image: tflaunch-trainer:e2e\n  workers: 2\n"
-        "  script: prog.py\n  backoffLimit: 0\n"
-    )
-    console = tmp_path / "console.txt"
-    with console.open("w") as out:
-        launcher = subprocess.Popen(
-            [sys.executable, "-m", "launcher", "local", str(tmp_path / "job.yaml"),
-             "--workdir", str(tmp_path / "work"), "--verbose"],
-            stdout=out, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 300
-        while "at step 30" not in console.read_text():
-            assert launcher.poll() is None, console.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the loop never reached step 30"
-            time.sleep(0.05)
-        os.kill(_children(launcher.pid)[1], signal.SIGTERM)
-        launcher.wait(timeout=600)
-    finally:
-        launcher.kill()
-    output = console.read_text()
-    assert launcher.returncode == 0, output[-4000:]
+    output = _preempted_run(
+        tmp_path, LOOP, "loop", lambda console: "at step 30" in console,
+        "the loop never reached step 30",
+    )  # fmt: skip
     assert "tflaunch: preempted" in output and "not a retry: 0/0 used" in output, output[-4000:]
     resumed = [int(line.rsplit(" ", 1)[1]) for line in output.splitlines()
                if "starting at step" in line]  # fmt: skip
