@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,20 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import free_ports  # noqa: E402
 from launcher.core import contract  # noqa: E402
 from trainer.synthetic import make_mnist_like  # noqa: E402
 
 BASELINE_PREFIX = "BASELINE_RESULT "
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def run_group(command: Sequence[str], workers: int, prefix: str, workdir: Path) -> dict:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TFLAUNCH_LOG_LEVEL", "TFLAUNCH_LOCAL_VERBOSE")
@@ -51,17 +52,21 @@ def synthetic_mnist(directory: Path) -> Path:
     return path
 
 
+def as_a_user(directory: Path) -> dict[str, Any]:
+    """How each run starts: in the user's directory and environment, stderr merged into
+    stdout as a terminal shows them."""
+    return {
+        "cwd": directory,
+        "env": user_env(),
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.STDOUT,
+        "text": True,
+    }
+
+
 def clean_run(directory: Path, data: Path) -> tuple[list[str], str]:
     args = ["--workers", "2", "--epochs", "2", "--data", str(data), "--workdir", "runs/clean"]
-    run = subprocess.run(
-        tflaunch_local(*args),
-        cwd=directory,
-        env=user_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=RUN_TIMEOUT_SECONDS,
-    )
+    run = subprocess.run(tflaunch_local(*args), **as_a_user(directory), timeout=RUN_TIMEOUT_SECONDS)
     if run.returncode != 0:
         sys.exit(f"first_run_transcript: the clean run failed:\n{run.stdout}")
     return args, run.stdout
@@ -83,14 +88,7 @@ def worker_pids(launcher_pid: int) -> list[int]:
 
 def failure_and_restart_run(directory: Path, data: Path) -> tuple[list[str], str]:
     args = ["--workers", "2", "--epochs", "4", "--data", str(data), "--workdir", "runs/killed"]
-    launcher = subprocess.Popen(
-        tflaunch_local(*args),
-        cwd=directory,
-        env=user_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    launcher = subprocess.Popen(tflaunch_local(*args), **as_a_user(directory))
     try:
         wait_for_checkpoint(directory / "runs" / "killed" / "checkpoints", launcher)
         workers = worker_pids(launcher.pid)
