@@ -28,6 +28,8 @@
 #   KIND, KUBECTL, PYTHON   the tools (default: kind, kubectl, python3; PYTHON imports launcher)
 # Exit status: 0 passed, 3 the job failed, 4 it timed out, anything else another failure.
 set -euo pipefail
+# shellcheck source=scripts/kind-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kind-lib.sh"
 
 IMAGE=${IMAGE:?IMAGE must name the trainer image loaded into the kind cluster}
 OPERATOR_IMAGE=${OPERATOR_IMAGE:?OPERATOR_IMAGE must name the operator image loaded into the kind cluster}
@@ -71,13 +73,7 @@ collect_diagnostics() {
   "$KUBECTL" get mwj "$NAME" -n "$NAMESPACE" -o yaml >"$ARTIFACTS/multiworkerjob-status.yaml" 2>&1
   "$KUBECTL" describe mwj "$NAME" -n "$NAMESPACE" >"$ARTIFACTS/describe-multiworkerjob.txt" 2>&1
   "$KUBECTL" get "$OWNED" -n "$NAMESPACE" -o wide >"$ARTIFACTS/objects.txt" 2>&1
-  "$KUBECTL" get events -n "$NAMESPACE" --sort-by=.lastTimestamp >"$ARTIFACTS/events.txt" 2>&1
-  "$KUBECTL" describe jobs,pods -n "$NAMESPACE" >"$ARTIFACTS/describe.txt" 2>&1
-  local pod
-  while read -r pod; do
-    [[ -n "$pod" ]] || continue
-    "$KUBECTL" logs -n "$NAMESPACE" "$pod" --all-containers --tail=-1 >"$ARTIFACTS/${pod#pod/}.log" 2>&1
-  done < <("$KUBECTL" get pods -n "$NAMESPACE" -l "$job_selector" -o name 2>/dev/null)
+  save_job_diagnostics "$KUBECTL" "$NAMESPACE" "$job_selector" "$ARTIFACTS"
   "$KUBECTL" logs -n "$OPERATOR_NAMESPACE" "$OPERATOR_DEPLOYMENT" --all-containers --tail=-1 \
     >"$ARTIFACTS/operator.log" 2>&1
   "$KUBECTL" logs -n "$OPERATOR_NAMESPACE" "$OPERATOR_DEPLOYMENT" --all-containers --tail=-1 \

@@ -19,6 +19,8 @@
 #   KIND, KUBECTL, TFLAUNCH, PYTHON   the tools (default: kind, kubectl, tflaunch, python3)
 # Exit status: 0 passed, 3 the job failed, 4 it timed out, anything else another failure.
 set -euo pipefail
+# shellcheck source=scripts/kind-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kind-lib.sh"
 
 IMAGE=${IMAGE:?IMAGE must name the trainer image loaded into the kind cluster}
 CLUSTER=${CLUSTER:-tflaunch}
@@ -49,13 +51,7 @@ collect_diagnostics() {
   log "saving diagnostics to $ARTIFACTS"
   "$TFLAUNCH" status "$NAME" -n "$NAMESPACE" >"$ARTIFACTS/status.txt" 2>&1
   "$KUBECTL" get jobs,pods,services,networkpolicies -n "$NAMESPACE" -o wide >"$ARTIFACTS/objects.txt" 2>&1
-  "$KUBECTL" get events -n "$NAMESPACE" --sort-by=.lastTimestamp >"$ARTIFACTS/events.txt" 2>&1
-  "$KUBECTL" describe jobs,pods -n "$NAMESPACE" >"$ARTIFACTS/describe.txt" 2>&1
-  local pod
-  while read -r pod; do
-    [[ -n "$pod" ]] || continue
-    "$KUBECTL" logs -n "$NAMESPACE" "$pod" --all-containers --tail=-1 >"$ARTIFACTS/${pod#pod/}.log" 2>&1
-  done < <("$KUBECTL" get pods -n "$NAMESPACE" -l "$job_selector" -o name 2>/dev/null)
+  save_job_diagnostics "$KUBECTL" "$NAMESPACE" "$job_selector" "$ARTIFACTS"
 }
 
 cleanup() {
