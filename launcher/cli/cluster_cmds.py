@@ -131,9 +131,7 @@ def submit_command(
     applied = apply.apply_job(
         cluster, objects, replace=replace, dry_run=server_dry_run, program=program
     )
-    suffix = " (server dry run)" if server_dry_run else ""
-    for item in applied:
-        click.echo(f"{_kind(item.kind)}/{item.name} {item.action}{suffix}")
+    _say_applied([f"{_kind(item.kind)}/{item.name} {item.action}" for item in applied], dry_run)
     if server_dry_run:
         return ExitStatus.SUCCESS
     if all(item.action == "unchanged" for item in applied) and not replace:
@@ -173,8 +171,7 @@ def _submit_to_operator(
     action = operated.apply_multiworkerjob(
         cluster, document, dry_run=server_dry_run, replace=replace, program=program
     )
-    suffix = " (server dry run)" if server_dry_run else ""
-    click.echo(f"{operated.RESOURCE}/{job.name} {action}{suffix}")
+    _say_applied([f"{operated.RESOURCE}/{job.name} {action}"], dry_run)
     if server_dry_run:
         return ExitStatus.SUCCESS
     if action == "configured":
@@ -185,6 +182,13 @@ def _submit_to_operator(
         )
     follow = f"kubectl describe mwj {job.name} -n {job.namespace}"
     return _wait_or_next(cluster, job, wait_for_it, timeout, pending_warning, follow)
+
+
+def _say_applied(lines: list[str], dry_run: str) -> None:
+    """One line per object applied, marked when the server only checked it."""
+    suffix = " (server dry run)" if dry_run == "server" else ""
+    for line in lines:
+        click.echo(f"{line}{suffix}")
 
 
 def _wait_or_next(

@@ -5,28 +5,16 @@ MultiWorkerJob; `submit` never applies over it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
-from tests.e2e.test_operator import Operator, install_operator
+from tests.e2e.test_operator import Operator
+from tests.e2e.test_operator import operator as operator  # the module-scoped fixture, one here
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def operator(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    home = tmp_path_factory.mktemp("operator-cli")
-    running = Operator(install_operator(control_plane, home), home / "op.log")
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def test_submit_operator_wait_follows_the_multiworkerjob_through_a_group_restart(
