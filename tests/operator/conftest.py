@@ -85,6 +85,14 @@ class Api:
         wanted = kmock_lib.resource(kind)
         return [r for r in self.mock if r.method == method and r.resource == wanted]
 
+    async def create_resource(self, body: dict[str, Any]) -> None:
+        """Create a MultiWorkerJob through the API, as kubectl would (the watches see it)."""
+        custom = client.CustomObjectsApi(self.cluster.api_client)
+        await asyncio.to_thread(
+            custom.create_namespaced_custom_object,
+            crd.GROUP, crd.VERSION, NAMESPACE, crd.PLURAL, body,
+        )  # fmt: skip
+
     # -- the operator
 
     async def reconcile(self, name: str = "mnist") -> controller.Outcome:

@@ -14,7 +14,6 @@ import kopf
 import pytest
 from kubernetes import client
 
-from launcher.operator import crd
 from launcher.operator.controller import Controller, kopf_event, registry
 from tests.operator.conftest import EVENTS, JOBS, NAMESPACE, Api
 from tests.operator.sim import resource
@@ -69,13 +68,9 @@ async def eventually(check: Callable[[], Any], seconds: float = 10) -> Any:
 async def test_applying_a_resource_runs_it_and_job_changes_reach_its_status(api: Api):
     body = resource()
     body["metadata"] = {"name": "mnist", "namespace": NAMESPACE, "uid": "uid-e2e", "generation": 1}
-    custom = client.CustomObjectsApi(api.cluster.api_client)
     batch = client.BatchV1Api(api.cluster.api_client)
     async with running_operator(api):
-        await asyncio.to_thread(
-            custom.create_namespaced_custom_object,
-            crd.GROUP, crd.VERSION, NAMESPACE, crd.PLURAL, body,
-        )  # fmt: skip
+        await api.create_resource(body)
         await eventually(lambda: "mnist-worker" in api.objects(JOBS))
         await eventually(lambda: api.status().phase == "Created")
         # The Job controller reports both workers ready: a Job event, not a resource event.
@@ -107,7 +102,6 @@ async def test_applying_a_resource_runs_it_and_job_changes_reach_its_status(api:
 async def test_a_failed_job_restarts_the_group_on_watch_events_alone(api: Api):
     body = resource()
     body["metadata"] = {"name": "mnist", "namespace": NAMESPACE, "uid": "uid-e2e", "generation": 1}
-    custom = client.CustomObjectsApi(api.cluster.api_client)
     batch = client.BatchV1Api(api.cluster.api_client)
     failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
 
@@ -117,10 +111,7 @@ async def test_a_failed_job_restarts_the_group_on_watch_events_alone(api: Api):
         return bool(job and not job.get("status") and api.status().restarts == 1)
 
     async with running_operator(api):
-        await asyncio.to_thread(
-            custom.create_namespaced_custom_object,
-            crd.GROUP, crd.VERSION, NAMESPACE, crd.PLURAL, body,
-        )  # fmt: skip
+        await api.create_resource(body)
         await eventually(lambda: "mnist-worker" in api.objects(JOBS))
         await asyncio.to_thread(
             batch.patch_namespaced_job_status,

@@ -14,9 +14,7 @@ from pathlib import Path
 import kmock as kmock_lib
 import pytest
 import yaml
-from kubernetes import client
 
-from launcher.operator import crd
 from tests.operator.conftest import JOBS, NAMESPACE, Api
 from tests.operator.sim import resource
 from tests.operator.test_kopf_e2e import eventually
@@ -73,11 +71,7 @@ async def test_the_operator_process_serves_health_creates_jobs_and_stops_on_sigt
         await eventually(lambda: _healthy(health), seconds=20)
         body = resource()
         body["metadata"].update(uid="uid-process")
-        custom = client.CustomObjectsApi(api.cluster.api_client)
-        await asyncio.to_thread(
-            custom.create_namespaced_custom_object,
-            crd.GROUP, crd.VERSION, NAMESPACE, crd.PLURAL, body,
-        )  # fmt: skip
+        await api.create_resource(body)
         await eventually(lambda: "mnist-worker" in api.objects(JOBS))
         await eventually(lambda: api.status().phase == "Created")
         kopf_calls = [r for r in api.mock if r.headers.get("User-Agent", "").startswith("kopf")]
