@@ -324,28 +324,13 @@ def test_exit_mapping_is_the_contract() -> None:
     assert [run.map_exit(c) for c in (0, 78, 79, 1, 75, -9, -15, 137)] == [0, 78, 79, 1, 1, 1, 1, 1]
 
 
-def test_a_failure_is_left_as_the_pods_termination_message(tmp_path: Path) -> None:
+def _wrapped_with_termination_log(
+    tmp_path: Path, program: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The wrapper running `python -c PROGRAM` with a termination log, as in a pod; what it
+    left in the log."""
     log = tmp_path / "termination-log"
     log.touch()  # the kubelet creates it; elsewhere the wrapper writes nothing
-    program = "import sys; print('no data at /data', file=sys.stderr); sys.exit(78)"
-    code = (
-        "import sys, pathlib, runpy\n"
-        "import trainer.run as run\n"
-        f"run.TERMINATION_LOG = pathlib.Path({str(log)!r})\n"
-        f"sys.exit(run.main(['--', sys.executable, '-c', {program!r}]))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=TIMEOUT
-    )
-    assert done.returncode == contract.EXIT_CONFIG_ERROR, done.stderr
-    assert log.read_text().startswith("no data at /data (the program exited 78;")
-
-
-def test_a_trainer_format_line_is_quoted_by_its_message_only(tmp_path: Path) -> None:
-    log = tmp_path / "termination-log"
-    log.touch()
-    line = "12:00:01 [worker 1/2] ERROR a peer died; exiting so that the group restarts"
-    program = f"import sys; print({line!r}, file=sys.stderr); sys.exit(1)"
     code = (
         "import sys, pathlib\n"
         "import trainer.run as run\n"
@@ -355,6 +340,20 @@ def test_a_trainer_format_line_is_quoted_by_its_message_only(tmp_path: Path) -> 
     done = subprocess.run(
         [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=TIMEOUT
     )
+    return done, log.read_text()
+
+
+def test_a_failure_is_left_as_the_pods_termination_message(tmp_path: Path) -> None:
+    program = "import sys; print('no data at /data', file=sys.stderr); sys.exit(78)"
+    done, message = _wrapped_with_termination_log(tmp_path, program)
+    assert done.returncode == contract.EXIT_CONFIG_ERROR, done.stderr
+    assert message.startswith("no data at /data (the program exited 78;")
+
+
+def test_a_trainer_format_line_is_quoted_by_its_message_only(tmp_path: Path) -> None:
+    line = "12:00:01 [worker 1/2] ERROR a peer died; exiting so that the group restarts"
+    program = f"import sys; print({line!r}, file=sys.stderr); sys.exit(1)"
+    done, message = _wrapped_with_termination_log(tmp_path, program)
     assert done.returncode == contract.EXIT_TRANSIENT, done.stderr
-    assert log.read_text().startswith("a peer died; exiting so that the group restarts (the ")
+    assert message.startswith("a peer died; exiting so that the group restarts (the ")
     assert "ERROR 12:00:01" not in done.stderr
