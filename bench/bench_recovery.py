@@ -19,6 +19,11 @@ breakdown, from the kill to the restarted group's first finished execution:
 
 Each phase ends when the later of the two workers finished it. Also: seconds per backup save.
 
+Two ways of stopping the survivor are run in alternation: tflaunch's (SIGTERM, then SIGKILL
+BROKEN_GROUP_GRACE_SECONDS after a worker ended without saving: the survivor's coordinated
+save can never finish) and the earlier one ("wait for the survivor": SIGTERM, then wait the
+whole grace period while its save fails by itself).
+
 Run: .venv/bin/python bench/bench_recovery.py [--write-docs]   (BENCH=full: more repeats)
 """
 
@@ -73,12 +78,24 @@ def _last(events: list[dict], restart: int, role: str, event: str) -> float:
     return max(times.values())
 
 
-def one_run(data: Path, workdir: Path, save_freq: int) -> tuple[dict[str, float], list[float]]:
+# The launcher with the earlier stop: the survivors get the whole grace period.
+WAIT_FOR_SURVIVOR = (
+    "import sys, launcher.local.runner as runner; runner.BROKEN_GROUP_GRACE_SECONDS = 1e9; "
+    "from launcher.cli.main import main; sys.argv[0] = 'tflaunch'; main()"
+)
+STOPS = {
+    "SIGKILL 2 s after (tflaunch)": ["-m", "launcher"],
+    "wait for the survivor (before)": ["-c", WAIT_FOR_SURVIVOR],
+}
+
+
+def one_run(
+    data: Path, workdir: Path, save_freq: int, launcher: list[str]
+) -> tuple[dict[str, float], list[float]]:
     phases = workdir / "phases"
     command = [
-        sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "3",
-        "--data", str(data), "--workdir", str(workdir / "run"), "--",
-        "--save-freq", str(save_freq), "--max-test-examples", "512",
+        sys.executable, *launcher, "local", "--workers", "2", "--epochs", "3",
+        "--data", str(data), "--workdir", str(workdir / "run"), "--set", f"spec.trainer.saveFreq={save_freq}", "--", "--max-test-examples", "512",
     ]  # fmt: skip
     process = subprocess.Popen(
         command, env=trainer_env(phases=phases), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -188,7 +205,7 @@ def main() -> None:
     args = parser.parse_args()
     heartbeats = args.heartbeat or [0.0, 4.0]
 
-    runs: list[dict[str, float]] = []
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in STOPS}
     detection: dict[float, list[float]] = {h: [] for h in heartbeats}
     saves: list[float] = []
     loads: list[str] = []
@@ -196,30 +213,37 @@ def main() -> None:
         data = synthetic_npz(Path(tmp) / "mnist.npz")
         for repeat in range(args.repeats):
             before = load()
-            breakdown, save_seconds = one_run(data, Path(tmp) / f"r{repeat}", args.save_freq)
-            runs.append(breakdown)
-            saves += save_seconds
+            for index, (name, launcher) in enumerate(STOPS.items()):
+                workdir = Path(tmp) / f"r{repeat}-{index}"
+                breakdown, save_seconds = one_run(data, workdir, args.save_freq, launcher)
+                runs[name].append(breakdown)
+                saves += save_seconds
+                print(f"run {repeat} ({name}): "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items())
+                      + f"; saves {[round(s, 2) for s in save_seconds]}", flush=True)  # fmt: skip
             for h in heartbeats:
                 ckpt = Path(tmp) / f"hb{repeat}-{h}" / "ckpt"
                 ckpt.mkdir(parents=True)
                 detection[h].append(heartbeat_run(data, ckpt.parent, h))
             loads.append(f"{before}->{load()}")
-            print(f"detection {[(h, round(d[-1], 1)) for h, d in detection.items()]}")
-            print(f"run {repeat}: " + ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items())
-                  + f"; saves {[round(s, 2) for s in save_seconds]}; load {loads[-1]}", flush=True)  # fmt: skip
+            print(f"detection {[(h, round(d[-1], 1)) for h, d in detection.items()]}; "
+                  f"load {loads[-1]}", flush=True)  # fmt: skip
 
+    names = list(STOPS)
     lines = [
         f"`tflaunch local --workers 2`, `--save-freq {args.save_freq}`, worker 1's process "
-        f"group SIGKILLed after the first backup; {args.repeats} runs; seconds, min / median "
-        f"/ max. {machine()}. Load average (1/5/15 min) before/after each run: "
+        f"group SIGKILLed after the first backup; {args.repeats} rounds, the two ways of "
+        f"stopping the survivor alternating in each; seconds, min / median / max. "
+        f"{machine()}. Load average (1/5/15 min) before/after each round: "
         f"{', '.join(loads)}.",
         "",
-        "| step | seconds |",
-        "| --- | ---: |",
+        f"| step | {' | '.join(names)} |",
+        "| --- |" + " ---: |" * len(names),
     ]
-    for name in (*STEPS, "total"):
-        label = "**kill -> training again (total)**" if name == "total" else name
-        lines.append(f"| {label} | {stats([r[name] for r in runs], '{:.2f}')} |")
+    for step in (*STEPS, "total"):
+        label = "**kill -> training again (total)**" if step == "total" else step
+        cells = " | ".join(stats([r[step] for r in runs[name]], "{:.2f}") for name in names)
+        lines.append(f"| {label} | {cells} |")
     lines += [
         "",
         f"One backup (BackupAndRestore save, every worker): {stats(saves, '{:.2f}')} s "

@@ -1,11 +1,12 @@
 """Scaling: 1 worker on 1 core vs 2 workers on 1 core each, as if on separate nodes.
 
 Each worker is pinned to its own CPU with os.sched_setaffinity and runs `--threads 1`, with
-the same per-worker batch (128; weak scaling): efficiency = images/s(2 workers) / (2 x
-images/s(1 worker)), computed per interleaved round, median reported. Levers for the
-2-worker group are tried in the same rounds: steps_per_execution, all-reduce packing
-(CommunicationOptions.bytes_per_pack) and reduced-precision all-reduce, the last two through
-bench/hooks/sitecustomize.py so the trainer stays unchanged until one wins.
+the same per-worker batch in both groups (weak scaling): efficiency = images/s(2 workers) /
+(2 x images/s(1 worker with that batch)), computed per interleaved round, median reported.
+Levers for the 2-worker group are tried in the same rounds: all-reduce packing
+(CommunicationOptions.bytes_per_pack), reduced-precision all-reduce (both through
+bench/hooks/sitecustomize.py so the trainer stays unchanged until one wins) and a larger
+per-worker batch (more computation per all-reduce of the same 2.8 MB of gradients).
 
 Run: .venv/bin/python bench/bench_scaling.py [--write-docs]   (BENCH=full: more repeats)
 """
@@ -32,13 +33,17 @@ from bench.common import (
     synthetic_npz,
 )
 
-PER_WORKER_BATCH = 128
-# name -> (workers, extra trainer flags, extra environment for the hooks)
-VARIANTS: dict[str, tuple[int, list[str], dict[str, str]]] = {
-    "1 worker, 1 core (reference)": (1, [], {}),
-    "2 workers, 1 core each (defaults)": (2, [], {}),
-    "2 workers, bytes_per_pack 256 KiB": (2, [], {"TFLAUNCH_BENCH_BYTES_PER_PACK": "262144"}),
-    "2 workers, float16 all-reduce": (2, [], {"TFLAUNCH_BENCH_ALLREDUCE_DTYPE": "float16"}),
+STEPS_PER_EXECUTION = 8
+"""Small, so that the first execution (tracing included, left out of the CPU figures) is a
+small part of a run of every batch size."""
+# name -> (workers, per-worker batch, extra environment for the hooks)
+VARIANTS: dict[str, tuple[int, int, dict[str, str]]] = {
+    "1 worker, 1 core (reference)": (1, 128, {}),
+    "2 workers, 1 core each (defaults)": (2, 128, {}),
+    "2 workers, bytes_per_pack 256 KiB": (2, 128, {"TFLAUNCH_BENCH_BYTES_PER_PACK": "262144"}),
+    "2 workers, float16 all-reduce": (2, 128, {"TFLAUNCH_BENCH_ALLREDUCE_DTYPE": "float16"}),
+    "1 worker, batch 512 (reference)": (1, 512, {}),
+    "2 workers, batch 512 each": (2, 512, {}),
 }
 
 
@@ -52,7 +57,7 @@ def fit_cpu_per_1000(phases: Path, result: dict) -> float:
         if event["role"] == "trainer":
             cpu.setdefault(event["worker"], {})[event["event"]] = event["cpu"]
     spent = sum(c["fit_end"] - c["first_step"] for c in cpu.values())
-    first_execution = 32 * result["global_batch_size"]
+    first_execution = STEPS_PER_EXECUTION * result["global_batch_size"]
     images = result["epochs"] * result["steps_per_epoch"] * result["global_batch_size"]
     return 1000 * spent / (images - first_execution)
 
@@ -68,10 +73,15 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         raise SystemExit("needs 2 CPUs to pin 2 workers apart")
-    variants = {
+    chosen = {
         name: v
         for i, (name, v) in enumerate(VARIANTS.items())
         if i < 2 or not args.only or any(o in name for o in args.only)
+    }
+    batches = {batch for _, batch, _ in chosen.values()}
+    # Every 2-worker variant with its 1-worker reference of the same batch.
+    variants = {
+        name: v for name, v in VARIANTS.items() if name in chosen or (v[0] == 1 and v[1] in batches)
     }
 
     results: dict[str, list[dict]] = {name: [] for name in variants}
@@ -79,15 +89,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tflaunch-scaling-") as tmp:
         data = synthetic_npz(Path(tmp) / "mnist.npz")
         for repeat in range(args.repeats):
-            for i, (name, (workers, flags, env)) in enumerate(variants.items()):
+            for i, (name, (workers, batch, env)) in enumerate(variants.items()):
                 before = load()
                 os.environ.update(env)
                 try:
                     result = run_trainers(
                         ["--data", str(data), "--epochs", str(args.epochs), "--threads", "1",
-                         "--max-train-examples", str(args.train_examples),
+                         "--max-train-examples", str(args.train_examples * batch // 128),
                          "--max-test-examples", "2048", "--expect-gpus", "0",
-                         "--global-batch-size", str(PER_WORKER_BATCH * workers), *flags],
+                         "--steps-per-execution", str(STEPS_PER_EXECUTION),
+                         "--global-batch-size", str(batch * workers)],
                         Path(tmp) / f"r{repeat}-v{i}",
                         workers=workers,
                         cpus=[{cpus[w]} for w in range(workers)],
@@ -105,11 +116,12 @@ def main() -> None:
                       f"acc {result['test_accuracy']:.4f}, load {loads[-1]}", flush=True)  # fmt: skip
 
     names = list(variants)
-    reference = [r["images_per_sec"] for r in results[names[0]]]
+    references = {b: n for n, (w, b, _) in variants.items() if w == 1}
     lines = [
         f"Workers pinned to one CPU each (`os.sched_setaffinity`), `--threads 1`, "
-        f"{PER_WORKER_BATCH} images per worker per step, {args.train_examples:,} synthetic "
-        f"training images x {args.epochs} epochs, {args.repeats} interleaved rounds. "
+        f"128 images per worker per step unless named, {args.train_examples:,} synthetic "
+        f"training images x {args.epochs} epochs (4x as many at batch 512: the same steps), "
+        f"steps_per_execution {STEPS_PER_EXECUTION}, {args.repeats} interleaved rounds. "
         f"{machine()}. Load average (1/5/15 min): {loads[0]} at the start, {loads[-1]} at "
         "the end; the other CPU load lands on the pinned cores too, so efficiency here is a "
         "lower bound of what separate nodes give. CPU efficiency = CPU per image of 1 worker / "
@@ -121,10 +133,11 @@ def main() -> None:
         "CPU-s per 1,000 images in fit (median) | CPU efficiency | test accuracy |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    reference_cpu = median(r["cpu_per_1000"] for r in results[names[0]])
     for name in names:
         ips = [r["images_per_sec"] for r in results[name]]
-        workers = variants[name][0]
+        workers, batch, _ = variants[name]
+        reference = [r["images_per_sec"] for r in results[references[batch]]]
+        reference_cpu = median(r["cpu_per_1000"] for r in results[references[batch]])
         efficiency = (
             "-"
             if workers == 1

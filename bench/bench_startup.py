@@ -51,8 +51,8 @@ PHASES = (
 def run_local(data: Path, workdir: Path, phases: Path, tree: Path, extra: Sequence[str]) -> None:
     command = [
         sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "1",
-        "--data", str(data), "--workdir", str(workdir), "--",
-        "--steps-per-epoch", "64", "--max-test-examples", "512", *extra,
+        "--data", str(data), "--workdir", str(workdir), "--steps-per-epoch", "64", "--",
+        "--max-test-examples", "512", *extra,
     ]  # fmt: skip
     env = trainer_env(phases=phases)
     env["PYTHONPATH"] = f"{HOOKS}{os.pathsep}{tree}"  # the hooks, then the tree under test

@@ -12,8 +12,20 @@ from typing import Any
 import click
 
 from launcher.cli.options import spec_options, with_spec
-from launcher.core import contract
+from launcher.core import contract, workload
 from launcher.core.spec import MultiWorkerJob, own_program
+
+# tflaunch local's own option for a trainer flag the spec sets (else: --set FIELD=VALUE).
+LOCAL_FLAGS = {
+    "--epochs": "tflaunch local --epochs N",
+    "--global-batch-size": "tflaunch local --global-batch-size N",
+    "--steps-per-epoch": "tflaunch local --steps-per-epoch N",
+    "--data": "tflaunch local --data PATH",
+    "--checkpoint-dir": "tflaunch local --workdir DIR",
+    "--model-dir": "tflaunch local --workdir DIR",
+    "--tensorboard-dir": "tflaunch local --workdir DIR",
+    "--expect-gpus": "tflaunch local --gpus N",
+}
 
 
 def split_trainer_args(
@@ -90,6 +102,13 @@ def local_command(
             f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
         )
     own = own_program(job.spec)
+    owned = None if own else workload.spec_owned_flag(trainer_args)
+    if owned:
+        flag, field = owned
+        fix = LOCAL_FLAGS.get(flag, f"--set {field}=VALUE")
+        raise click.UsageError(
+            f"{flag} after -- would override {field} behind tflaunch's back; use {fix} instead"
+        )
     if not own:  # a program of the user's brings its own data
         data = dataset.resolve_mnist(data, os.environ)
     workdir = workdir or Path("tflaunch-runs") / job.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from launcher.core import contract, script
+from launcher.core.errors import SpecError
 from launcher.core.spec import MultiWorkerJob, own_program
 
 PYTHON = "python"
@@ -43,7 +44,46 @@ def trainer_args(job: MultiWorkerJob, checkpoint_dir: str, model_dir: str) -> li
         args += ["--steps-per-epoch", str(trainer.steps_per_epoch)]
     if trainer.data_path is not None:
         args += ["--data", trainer.data_path]
+    owned = spec_owned_flag(trainer.extra_args)
+    if owned:
+        raise SpecError(
+            "spec.trainer.extraArgs",
+            f"{owned[0]} is set from {owned[1]}; set that field instead",
+        )
     return args + list(trainer.extra_args)
+
+
+# The built-in trainer's flags that `trainer_args` renders from the spec. Given again in
+# spec.trainer.extraArgs or after `tflaunch local --`, argparse would silently take the last
+# one while everything else (the divisibility rules, status, the local header) goes on
+# showing the spec's value.
+SPEC_TRAINER_FLAGS = {
+    "--epochs": "spec.trainer.epochs",
+    "--global-batch-size": "spec.trainer.globalBatchSize",
+    "--learning-rate": "spec.trainer.learningRate",
+    "--save-freq": "spec.trainer.saveFreq",
+    "--steps-per-epoch": "spec.trainer.stepsPerEpoch",
+    "--data": "spec.trainer.dataPath",
+    "--checkpoint-dir": "spec.checkpoint",
+    "--model-dir": "spec.checkpoint",
+    "--tensorboard-dir": "spec.checkpoint",
+    "--expect-gpus": "spec.gpusPerWorker",
+    "--rendezvous-timeout": "spec.trainer.rendezvousTimeoutSeconds",
+    "--stall-timeout": "spec.trainer.stallTimeoutSeconds",
+    "--collective-timeout": "spec.trainer.collectiveTimeoutSeconds",
+    "--precision": "spec.trainer.precision",
+    "--jit-compile": "spec.trainer.jitCompile",
+    "--heartbeat-timeout": "spec.trainer.heartbeatTimeoutSeconds",
+}
+
+
+def spec_owned_flag(args: Sequence[str]) -> tuple[str, str] | None:
+    """The first of `args` that the spec already sets, with the spec field that sets it."""
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in SPEC_TRAINER_FLAGS:
+            return flag, SPEC_TRAINER_FLAGS[flag]
+    return None
 
 
 def tensorboard_dir(model_dir: str) -> str:

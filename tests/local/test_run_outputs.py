@@ -50,8 +50,8 @@ def local_run(tmp_path_factory: pytest.TempPathFactory, mnist_npz: Path) -> Path
     workdir = tmp_path_factory.mktemp("run") / "pictures"
     run = subprocess.run(
         [sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "3",
-         "--data", str(mnist_npz), "--workdir", str(workdir), "--",
-         "--global-batch-size", "64", "--steps-per-execution", "4"],
+         "--data", str(mnist_npz), "--workdir", str(workdir), "--global-batch-size", "64",
+         "--", "--steps-per-execution", "4"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
