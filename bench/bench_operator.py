@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_cluster import CLUSTER_SH, Cluster, sh
 from bench.common import FULL, ROOT, load, machine
+from bench.docs_section import publish
 
 NAMESPACE = "default"
 WORKERS = 8
@@ -250,11 +251,8 @@ def main() -> None:
         "Job controller posts one per pod) are left out.",
     ]
     text = "\n".join(lines)
-    print(text)
-    if args.write_docs:
-        from bench.docs_section import write_section
-
-        write_section("operator", f"### Operator at scale (bench/bench_operator.py)\n\n{text}\n")
+    heading = "Operator at scale (bench/bench_operator.py)"
+    publish("operator", heading, text, write=args.write_docs)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from bench.common import (
     synthetic_npz,
     trainer_env,
 )
+from bench.docs_section import publish
 
 STEPS = ("stop", "restart", "wrapper", "tensorflow", "rendezvous", "model", "restore", "first step")
 
@@ -261,11 +262,7 @@ def main() -> None:
         label = "0 (TensorFlow's default, 10 s)" if not h else f"{h:g} s"
         lines.append(f"| {label} | {stats(seconds, '{:.1f}')} |")
     text = "\n".join(lines)
-    print(text)
-    if args.write_docs:
-        from bench.docs_section import write_section
-
-        write_section("recovery", f"### Recovery (bench/bench_recovery.py)\n\n{text}\n")
+    publish("recovery", "Recovery (bench/bench_recovery.py)", text, write=args.write_docs)
 
 
 if __name__ == "__main__":

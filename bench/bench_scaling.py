@@ -32,6 +32,7 @@ from bench.common import (
     stats,
     synthetic_npz,
 )
+from bench.docs_section import publish
 
 STEPS_PER_EXECUTION = 8
 """Small, so that the first execution (tracing included, left out of the CPU figures) is a
@@ -150,13 +151,8 @@ def main() -> None:
             f"{acc:.4f} |"
         )
     table = "\n".join(lines)
-    print(table)
-    if args.write_docs:
-        from bench.docs_section import write_section
-
-        write_section(
-            "scaling", f"### Scaling, 1 -> 2 workers (bench/bench_scaling.py)\n\n{table}\n"
-        )
+    heading = "Scaling, 1 -> 2 workers (bench/bench_scaling.py)"
+    publish("scaling", heading, table, write=args.write_docs)
 
 
 if __name__ == "__main__":

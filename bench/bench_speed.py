@@ -36,6 +36,7 @@ from bench.common import (
     synthetic_npz,
     trainer_env,
 )
+from bench.docs_section import publish
 
 INNER = {
     "float32": "float32 (`--precision auto` on CPU, the default)",
@@ -141,11 +142,7 @@ def main() -> None:
             f"{stats(r['images_per_sec'] for r in runs)} | {cpu:.0f} | {cpu / base_cpu:.2f}x |"
         )
     table = "\n".join(lines)
-    print(table)
-    if args.write_docs:
-        from bench.docs_section import write_section
-
-        write_section("speed", f"### Per-worker speed (bench/bench_speed.py)\n\n{table}\n")
+    publish("speed", "Per-worker speed (bench/bench_speed.py)", table, write=args.write_docs)
 
 
 if __name__ == "__main__":

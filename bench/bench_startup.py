@@ -32,6 +32,7 @@ from bench.common import (
     synthetic_npz,
     trainer_env,
 )
+from bench.docs_section import publish
 
 PHASES = (
     ("wrapper", "python", "worker wrapper's interpreter start"),
@@ -114,11 +115,7 @@ def main() -> None:
         f"| **total** | worker process start -> first step | {stats(table['total'], '{:.1f}')} |"
     )
     text = "\n".join(lines)
-    print(text)
-    if args.write_docs:
-        from bench.docs_section import write_section
-
-        write_section("startup", f"### Worker start-up (bench/bench_startup.py)\n\n{text}\n")
+    publish("startup", "Worker start-up (bench/bench_startup.py)", text, write=args.write_docs)
 
 
 if __name__ == "__main__":

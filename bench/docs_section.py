@@ -8,6 +8,14 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 TITLE = "# Performance\n\nFigures written by the benchmarks in bench/; rerun them to refresh.\n"
 
 
+def publish(name: str, heading: str, text: str, *, write: bool) -> None:
+    """Print a benchmark's table; with `write` (its --write-docs), also make it the body of
+    section `name` of docs/performance.md, under `### heading`."""
+    print(text)
+    if write:
+        write_section(name, f"### {heading}\n\n{text}\n")
+
+
 def write_section(name: str, body: str) -> None:
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     text = DOC.read_text() if DOC.exists() else TITLE
