@@ -87,6 +87,12 @@ class _Printer:
     def _line(self, cells: list[str]) -> str:
         return "   ".join(c.ljust(w) for c, w in zip(cells, self.widths, strict=True)).rstrip()
 
+    def note(self, key: str, line: str) -> None:
+        """Print a line of a table's watch (not a row) unless it is what `key` printed last."""
+        if self.seen.get(key) != (line,):
+            self.seen[key] = (line,)
+            click.echo(line)
+
     def text(self, key: str, text: str) -> None:
         """Print `text` unless it is what `key` printed last."""
         if self.seen.get(key) == (text,):
@@ -137,18 +143,20 @@ def status_command(
     if not watch:
         found = find.job_objects(cluster, name, ns)
         resource = None
-        if fmt not in output.DOCUMENT_FORMATS and fmt != "name":
+        if fmt != "name":
             from launcher.cluster import operated
 
             resource = operated.operator_job(cluster, name, ns, found.jobs)
-            if resource is not None:  # the operator's verdict first, then its workers
-                for line in operator_jobs.summary_lines(resource, utc_now()):
-                    click.echo(line)
-                if not found.jobs and not found.pods:
-                    return ExitStatus.SUCCESS
-        if not found.jobs and not found.pods:
+        if resource is not None and fmt not in output.DOCUMENT_FORMATS:
+            for line in operator_jobs.summary_lines(resource, utc_now()):
+                click.echo(line)  # the operator's verdict first, then its workers
+            if not found.jobs and not found.pods:
+                return ExitStatus.SUCCESS
+        if not found.jobs and not found.pods and resource is None:
             raise not_found(name, ns)
         summary = status.summarize(name, ns, found.jobs, found.pods)
+        if resource is not None:  # -o json|yaml: under status.operator
+            summary = operator_jobs.with_resource(summary, resource)
         current = utc_now()
         text = output.render([summary], fmt, current, single=True)
         if fmt in (None, "wide") and resource is None:  # where training stands (the chief's log)
@@ -172,14 +180,20 @@ def _watch_status(
     wide = fmt == "wide"
     printer = _Printer(fmt, output.status_header(wide))
     first = True
+    resource = _OperatorResource(cluster, name, ns)
     for objects in watch.watch_job(cluster, name, ns, tick=0.5):
-        if first and not objects.jobs and not objects.pods:
+        mwj = resource.read(objects.jobs) if fmt != "name" else None
+        if first and not objects.jobs and not objects.pods and mwj is None:
             raise not_found(name, ns)
         summary = status.summarize(name, ns, objects.jobs, objects.pods)
+        if mwj is not None:
+            summary = operator_jobs.with_resource(summary, mwj)
         current = utc_now()
         if fmt in output.DOCUMENT_FORMATS or fmt == "name":
             printer.text(name, output.render([summary], fmt, current, single=True))
         else:
+            for key, line in (operator_jobs.watch_lines(mwj) if mwj else {}).items():
+                printer.note(f"operator/{key}", line)  # a new phase, restart...: a new line
             if first:
                 click.echo(output.status_heading(summary, current))
             printer.rows(
@@ -190,9 +204,40 @@ def _watch_status(
             if first:  # the heading said the state; remember it without printing it again
                 printer.seen["job"] = (verdict,)
             printer.text("job", verdict)
+            if summary.preemptions.count and mwj is None:  # the operator's line says it
+                printer.note("preemptions", f"job {name}: {summary.preemptions.words()}")
         first = False
         if not _until(deadline):
             return
+
+
+class _OperatorResource:
+    """The MultiWorkerJob that runs the watched job, read again at most every
+    `operator_jobs.POLL_SECONDS` (one small GET); never read again for a CLI job."""
+
+    def __init__(self, cluster: Cluster, name: str, namespace: str) -> None:
+        self.cluster, self.name, self.namespace = cluster, name, namespace
+        self.known: bool | None = None  # None: not asked yet; False: a CLI job
+        self.resource: Obj | None = None
+        self.read_at = 0.0
+
+    def read(self, jobs: Any) -> Obj | None:
+        from launcher.cluster import operated
+        from launcher.cluster.retry import retrying
+
+        if self.known is None:
+            self.resource = operated.operator_job(self.cluster, self.name, self.namespace, jobs)
+            self.known, self.read_at = self.resource is not None or not jobs, time.monotonic()
+            return self.resource
+        if not self.known or time.monotonic() - self.read_at < operator_jobs.POLL_SECONDS:
+            return self.resource
+        owner = (self.resource or {}).get("metadata", {}).get("name", self.name)
+        self.resource = retrying(
+            lambda: operated.get_multiworkerjob(self.cluster, owner, self.namespace),
+            self.cluster.outage,
+        )
+        self.read_at = time.monotonic()
+        return self.resource
 
 
 # --- list ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from launcher.cli import job_progress
 from launcher.cluster import status
 from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
 from launcher.core.spec import API_VERSION, KIND, MultiWorkerJob
-from launcher.operator import crd
+from launcher.operator import crd, preemptions
 
 if TYPE_CHECKING:
     from launcher.cluster.client import Cluster
@@ -46,6 +46,59 @@ def state_text(resource: Mapping[str, Any]) -> str:
     current = status_of(resource)
     restarts = f", {current.restarts} restart{'s' if current.restarts != 1 else ''}"
     return f"{current.phase or 'Pending'} (operator{restarts if current.restarts else ''})"
+
+
+def document(resource: Mapping[str, Any]) -> dict[str, Any]:
+    """The MultiWorkerJob's status as `status -o json|yaml` shows it (`status.operator`):
+    what `summary_lines` says, as data. Keys as in docs/output-schema.json's OperatorStatus."""
+    current = status_of(resource)
+    limit = (resource.get("spec") or {}).get("backoffLimit")
+    progress = current.progress
+    return {
+        "multiWorkerJob": str((resource.get("metadata") or {}).get("name") or ""),
+        "phase": current.phase,
+        "reason": current.reason or None,
+        "message": current.message or None,
+        "workers": current.workers or None,
+        "restarts": current.restarts,
+        "backoffLimit": limit if isinstance(limit, int) else None,
+        "preemptions": current.preemptions,
+        "resumedAtStep": current.resumed_at_step,
+        "lastPreemptionTime": current.last_preemption_time,
+        "progress": None if progress is None else crd.document_of(progress),
+        "result": dict(current.result),
+    }
+
+
+def with_resource(summary: status.JobStatus, resource: Mapping[str, Any]) -> status.JobStatus:
+    """`summary` of a job the operator runs, with its MultiWorkerJob's status (`document`);
+    without Jobs (between restarts, or collected) its worker count is the resource's."""
+    workers = (resource.get("spec") or {}).get("workers")
+    expected = summary.expected or (workers if isinstance(workers, int) else 0)
+    return dataclasses.replace(summary, operator=document(resource), expected=expected)
+
+
+def watch_lines(resource: Mapping[str, Any]) -> dict[str, str]:
+    """What `status -w` prints about the MultiWorkerJob, by key: `operator` (phase, ready
+    workers, restarts, preemptions) and `training` (the operator's copy of the progress). A
+    line is printed again when it changes, as kubectl's watch prints a changed row."""
+    current = status_of(resource)
+    name = (resource.get("metadata") or {}).get("name")
+    limit = (resource.get("spec") or {}).get("backoffLimit")
+    phase = current.phase or "Pending (no status yet)"
+    line = (
+        f"multiworkerjob {name}: {phase}"
+        + (f" ({current.reason})" if current.reason and current.phase else "")
+        + f", {current.workers or '0/?'} workers ready, restarts {current.restarts}"
+        + (f" of {limit}" if limit is not None else "")
+    )
+    if current.preemptions:
+        line += f", {preemptions.describe(current)}"
+    lines = {"operator": line}
+    training = job_progress.from_resource(resource)
+    if training is not None:
+        lines["training"] = f"multiworkerjob {name}: training {training.short()}"
+    return lines
 
 
 def summary_lines(resource: Mapping[str, Any], now: datetime.datetime) -> list[str]:

@@ -53,8 +53,9 @@ def timestamp(moment: datetime.datetime | None) -> str | None:
 
 
 def job_document(summary: status.JobStatus) -> Document:
-    """A `JobStatus` document. With workers read (`status`, `wait`): every worker's row and
-    the restarts; from the Jobs alone (`list`, `summary.active` set): neither."""
+    """A `JobStatus` document. With workers read (`status`, `wait`): every worker's row, the
+    restarts, the preemptions and the operator's status (null for a job it does not run);
+    from the Jobs alone (`list`, `summary.active` set): none of these."""
     pods_read = summary.active is None
     body: Document = {
         "state": summary.state,
@@ -63,9 +64,13 @@ def job_document(summary: status.JobStatus) -> Document:
     }
     if pods_read:
         body["restarts"] = summary.restarts
+        body["preemptions"] = summary.preemptions.count
+        body["resumedAtStep"] = summary.preemptions.resumed_at_step
+        body["lastPreemptionTime"] = timestamp(summary.preemptions.last)
     body["jobs"] = list(summary.jobs)
     if pods_read:
         body["workers"] = [_worker_document(w) for w in summary.workers]
+        body["operator"] = dict(summary.operator) if summary.operator is not None else None
     return {
         "apiVersion": API_VERSION,
         "kind": "JobStatus",
@@ -178,6 +183,8 @@ def status_text(summary: status.JobStatus, now: datetime.datetime, wide: bool = 
     """`tflaunch status`: a heading, one row per worker, then the Jobs' condition."""
     rows = [status_header(wide), *(status_row(w, now, wide) for w in summary.workers)]
     lines = [status_heading(summary, now), table(rows)]
+    if summary.preemptions.count and summary.operator is None:  # the operator's lines say it
+        lines.insert(1, summary.preemptions.words())
     if summary.condition:
         lines.append(f"condition: {summary.condition}")
     if wide and summary.jobs:

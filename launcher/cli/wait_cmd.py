@@ -21,7 +21,7 @@ import click
 from launcher.cli import job_progress, output
 from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
-from launcher.cluster import stalls, status
+from launcher.cluster import preemptions, stalls, status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
 from launcher.core.progress import fit
 
@@ -203,6 +203,7 @@ def wait_for_job(
     progress = _Progress()
     warned: set[tuple[int, str | None]] = set()
     restarts: dict[int, int] = {}
+    announced_preemptions = 0
     seen = False
     missing = _MissingPods(cluster, namespace, pending_warning)
     resource: dict[str, Any] | None = None
@@ -221,13 +222,18 @@ def wait_for_job(
                 raise not_found(name, namespace)
             seen = True
             summary = status.summarize(name, namespace, objects.jobs, objects.pods)
+            preempted = preemptions.replaced_by_index(objects.pods)  # not failures
             for w in summary.workers:
-                if w.restarts > restarts.get(w.index, 0):
+                failures = w.restarts - preempted.get(w.index, 0)
+                if failures > restarts.get(w.index, 0):
                     progress.say(
-                        f"{name}: worker {w.index} restarted ({w.restarts} so far); the whole "
+                        f"{name}: worker {w.index} restarted ({failures} so far); the whole "
                         "group restarts with it, resuming from the last checkpoint"
                     )
-                restarts[w.index] = max(w.restarts, restarts.get(w.index, 0))
+                restarts[w.index] = max(failures, restarts.get(w.index, 0))
+            if summary.preemptions.count > announced_preemptions:
+                announced_preemptions = summary.preemptions.count
+                progress.say(f"{name}: {summary.preemptions.words()}; the Job replaces the pods")
             stalled = [
                 w
                 for w in stalls.pending_too_long(summary, now(), pending_warning)
@@ -246,7 +252,9 @@ def wait_for_job(
             line = status.progress_line(summary, elapsed, training.short() if training else None)
             progress.show(line, line.rpartition(", ")[0])
             if summary.state == "Succeeded":
-                progress.say(f"job {name} succeeded in {status.duration(elapsed)}")
+                preempted_text = summary.preemptions.words()
+                also = f" ({preempted_text})" if preempted_text else ""
+                progress.say(f"job {name} succeeded in {status.duration(elapsed)}{also}")
                 report(summary)
                 return ExitStatus.SUCCESS
             if summary.state == "Failed":
@@ -265,10 +273,10 @@ def wait_for_job(
                     f"keeps running: {program_name()} status {name} -n {namespace}"
                 )
         if resource is not None:
-            from launcher.cli.operator_jobs import wait_for_multiworkerjob
+            from launcher.cli import operator_jobs
 
             try:
-                return wait_for_multiworkerjob(
+                return operator_jobs.wait_for_multiworkerjob(
                     cluster, resource, timeout, pending_warning, progress.say, progress.show
                 )
             finally:  # -o json|yaml: the workers as they are now
@@ -276,7 +284,13 @@ def wait_for_job(
                     final = retrying(
                         lambda: find.job_objects(cluster, name, namespace), cluster.outage
                     )
-                    report(status.summarize(name, namespace, final.jobs, final.pods))
+                    summary = status.summarize(name, namespace, final.jobs, final.pods)
+                    owner = str(resource["metadata"]["name"])
+                    latest = retrying(
+                        lambda: operated.get_multiworkerjob(cluster, owner, namespace),
+                        cluster.outage,
+                    )
+                    report(operator_jobs.with_resource(summary, latest or resource))
     finally:
         progress.clear()
     raise AssertionError("watch_job never ends")  # pragma: no cover

@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from launcher.cluster import preemptions as preemptions_lib
 from launcher.core import contract, labels
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
@@ -64,6 +65,13 @@ class JobStatus:
     """The labels every one of its Jobs carries (what `list -l` selects on)."""
     active: int | None = None
     """Active pods as the Jobs count them, when the pods themselves were not read (`list`)."""
+    preemptions: preemptions_lib.Preemptions = dataclasses.field(
+        default_factory=preemptions_lib.Preemptions
+    )
+    """The preemptions its pods rode out (exit 79; `launcher.cluster.preemptions`)."""
+    operator: Mapping[str, Any] | None = None
+    """Its MultiWorkerJob's status as `launcher.cli.operator_jobs.document` gives it, when
+    the operator runs the job (set by the CLI, which reads the resource)."""
 
     @property
     def running(self) -> int:
@@ -106,6 +114,7 @@ def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj
         created=created,
         jobs=tuple(sorted(j["metadata"]["name"] for j in jobs)),
         labels=common_labels(jobs),
+        preemptions=preemptions_lib.summarize(pods),
     )
 
 
@@ -378,6 +387,8 @@ def progress_line(status: JobStatus, elapsed: float, training: str | None = None
         parts.append(f"{len(pending)} pending")
     if training:
         parts.append(training)
+    if status.preemptions.count:
+        parts.append(status.preemptions.short())
     restarted = [w for w in status.workers if w.restarts]
     if len(restarted) > NAMED_RESTARTS:
         parts.append(f"restarts: {len(restarted)} workers, {status.restarts} in all")
