@@ -149,6 +149,7 @@ def wait_for_multiworkerjob(
     name, namespace = str(meta["name"]), str(meta["namespace"])
     start = time.monotonic()
     announced = status_of(resource).restarts
+    preempted = status_of(resource).preemptions
     warned = False
     while True:
         elapsed = time.monotonic() - start
@@ -163,6 +164,9 @@ def wait_for_multiworkerjob(
             announced = current.restarts
             say(f"{name}: the operator restarts the group (restart {current.restarts}): "
                 f"{current.message}")  # fmt: skip
+        if current.preemptions > preempted:
+            preempted = current.preemptions
+            say(f"{name}: {preemptions.describe(current)}")
         if current.phase == "Succeeded":
             say(f"job {name} succeeded in {status.duration(elapsed)} (MultiWorkerJob, "
                 f"{current.restarts} group restarts): {current.message}")  # fmt: skip
@@ -180,6 +184,8 @@ def wait_for_multiworkerjob(
         key = f"{name}: {phase}, {current.workers or '0/?'} workers ready, restarts " + str(
             current.restarts
         )
+        if current.preemptions:
+            key += f", preempted {current.preemptions}x"
         training = job_progress.from_resource(current_obj)
         if training is not None and current.phase == "Running":
             key += f", {training.short()}"

@@ -264,7 +264,9 @@ def wait_for_job(
                 summary = status.summarize(name, namespace, jobs, final.pods or objects.pods)
                 progress.clear()
                 report(summary)
-                raise JobFailed(status.failure_message(summary))
+                earlier = summary.preemptions.short()  # rode out, not why it failed
+                also = f" (earlier: {earlier})" if earlier else ""
+                raise JobFailed(status.failure_message(summary) + also)
             if timeout is not None and elapsed > timeout:
                 progress.clear()
                 report(summary)

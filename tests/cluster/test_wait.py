@@ -248,3 +248,46 @@ def test_submit_with_wait_applies_then_waits(
     assert result.code == 0
     assert "job.batch/mnist-worker created" in result.out
     assert "job mnist succeeded" in result.err
+
+
+def test_a_preempted_worker_is_a_preemption_not_a_restart_while_waiting(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    def preempt() -> None:
+        for index in (0, 1):
+            saved = pod_for(running, index, phase="Failed", exit_code=79, age=60)
+            terminated = saved["status"]["containerStatuses"][0]["state"]["terminated"]
+            terminated["message"] = "preempted: every worker saved at step 640 (epoch 2)"
+            fake.put(saved)
+            fake.put(pod_for(running, index, attempt=1, age=1))
+
+    later(0.2, preempt)
+    later(0.6, lambda: fake.put(with_condition(running, "Complete")))
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == 0, result
+    said = "preempted 1x, resumed at step 640 (not a failure: no retry used)"
+    assert f"mnist: {said}; the Job replaces the pods" in result.err
+    assert "restarted" not in result.err
+    assert result.err.splitlines()[-1].endswith(f"({said})")
+
+
+def test_a_failure_after_a_preemption_says_the_preemption_apart_from_the_cause(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    def preempt_then_fail() -> None:
+        fake.put(pod_for(running, 1, phase="Failed", exit_code=79, age=60))
+        fake.put(pod_for(running, 1, attempt=1, phase="Failed", exit_code=78, age=1))
+        fake.put(with_condition(running, "Failed", "PodFailurePolicy", "exit 78"))
+
+    later(0.3, preempt_then_fail)
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == ExitStatus.JOB_FAILED
+    assert result.err.splitlines()[-1] == (
+        "tflaunch: error: job mnist failed: Failed: PodFailurePolicy: exit 78; worker 1 (pod "
+        "mnist-worker-1-a1) failed: config error (exit 78), after 1 restart (earlier: "
+        "preempted 1x, resumed from the last checkpoint)"
+    )

@@ -141,6 +141,11 @@ def test_status_shows_the_multiworkerjobs_status_in_json_and_in_the_watch(
     yaml_run = cp.tflaunch("status", "opre", "-n", namespace, "-o", "yaml")
     assert yaml_run.code == 0 and "multiWorkerJob: opre" in yaml_run.out, yaml_run
 
+    waited = cp.tflaunch("wait", "opre", "-n", namespace, "--timeout", "5", "-o", "json")
+    assert waited.code == 4, waited  # worker 1 keeps being preempted: it never ends
+    assert json.loads(waited.out)["status"]["operator"]["preemptions"] >= 1, waited
+    assert re.search(r"opre: \w+, \S+ workers ready, restarts 0, preempted \d+x", waited.err)
+
     # The watch prints the MultiWorkerJob's line, and a new one when its phase changes.
     watching = cp.popen_tflaunch("status", "opre", "-n", namespace, "-w")
     reader = LineReader(watching)
