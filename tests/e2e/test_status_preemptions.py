@@ -87,6 +87,11 @@ def test_status_and_wait_show_the_preemptions_of_a_submitted_job(
     wide = cp.tflaunch("status", "pre", "-n", namespace, "-o", "wide")
     assert "resumed at step 40 (not a failure: no retry used)" in wide.out, wide
 
+    watched = cp.tflaunch("status", "pre", "-n", namespace, "-w", "--timeout", "3s")
+    assert watched.code == 0, watched
+    assert re.search(r"^job pre: preempted \d+x, resumed at step 40 \(not a failure",
+                     watched.out, re.MULTILINE), watched  # fmt: skip
+
     # The job never ends (worker 1 keeps being preempted): wait times out (exit 4) and prints
     # its final status; the preemptions are said, and none of them as a worker's restart.
     waited = cp.tflaunch("wait", "pre", "-n", namespace, "--timeout", "5", "-o", "json")
