@@ -146,6 +146,11 @@ def test_status_shows_the_multiworkerjobs_status_in_json_and_in_the_watch(
     yaml_run = cp.tflaunch("status", "opre", "-n", namespace, "-o", "yaml")
     assert yaml_run.code == 0 and "multiWorkerJob: opre" in yaml_run.out, yaml_run
 
+    watched = cp.tflaunch("status", "opre", "-n", namespace, "-w", "--timeout", "3s", "-o", "json")
+    assert watched.code == 0, watched
+    first, _ = json.JSONDecoder().raw_decode(watched.out)  # a document per change
+    assert first["status"]["operator"]["multiWorkerJob"] == "opre", first
+
     waited = cp.tflaunch("wait", "opre", "-n", namespace, "--timeout", "5", "-o", "json")
     assert waited.code == 4, waited  # worker 1 keeps being preempted: it never ends
     assert json.loads(waited.out)["status"]["operator"]["preemptions"] >= 1, waited
