@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.cluster import status as status_lib
 from launcher.core import progress as progress_lib
+from launcher.core import timestamps
 from launcher.core.errors import ClusterError
 from launcher.core.progress import Progress
 from launcher.operator import crd
@@ -64,7 +65,7 @@ def from_resource(resource: Mapping[str, Any] | None) -> Seen | None:
     found = operator_progress.to_progress(written)
     if found is None or written is None:
         return None
-    return Seen(found, "status.progress", status_lib.parse_time(written.updated))
+    return Seen(found, "status.progress", timestamps.parse_time(written.updated))
 
 
 def from_log(log: str | None) -> Seen | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from launcher.cli import job_progress
 from launcher.cluster import status
+from launcher.core import timestamps
 from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
 from launcher.core.spec import API_VERSION, KIND, MultiWorkerJob
 from launcher.operator import crd, preemptions
@@ -106,7 +107,7 @@ def summary_lines(resource: Mapping[str, Any], now: datetime.datetime) -> list[s
     meta = resource.get("metadata") or {}
     current = status_of(resource)
     limit = (resource.get("spec") or {}).get("backoffLimit")
-    created = status.parse_time(meta.get("creationTimestamp"))
+    created = timestamps.created_at(resource)
     lines = [
         f"job {meta.get('name')} in namespace {meta.get('namespace')}: run by the operator "
         f"(MultiWorkerJob {meta.get('name')}): {current.phase or 'Pending (no status yet)'}, "
@@ -229,7 +230,7 @@ def with_operator_state(
             expected=int(spec.get("workers") or 0),
             layout=str(spec.get("layout") or "indexed"),
             condition=status_of(resource).message or None,
-            created=status.parse_time((resource.get("metadata") or {}).get("creationTimestamp")),
+            created=timestamps.created_at(resource),
         )
     return [rows[key] for key in sorted(rows)]
 

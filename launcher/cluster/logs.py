@@ -26,11 +26,11 @@ from typing import Any
 from launcher.cluster.cancel import Cancel
 from launcher.cluster.client import KINDS, Cluster, stream_lines_or_cut
 from launcher.cluster.find import JobObjects, job_objects
-from launcher.cluster.status import parse_time
 from launcher.cluster.watch import join_all, watch_job
 from launcher.cluster.wire import CONNECT_TIMEOUT, CONTAINER, READ_TIMEOUT, Obj
 from launcher.core import labels
 from launcher.core.errors import NotFound
+from launcher.core.timestamps import parse_time
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from launcher.core import contract, labels
+from launcher.core.timestamps import created_at, parse_time
 
 Obj = Mapping[str, Any]
 
@@ -91,7 +92,6 @@ def trainer_terminated(pod: Obj) -> Obj | None:
 def preempted_exits(pods: Iterable[Obj]) -> list[PreemptedExit]:
     """The pods whose trainer exited 79, oldest exit first (pods without finishedAt, which a
     kubelet always writes, are left out: they cannot be placed in time)."""
-    from launcher.cluster.status import parse_time  # status imports this module
 
     exits = []
     for pod in pods:
@@ -152,7 +152,6 @@ def summarize(pods: Iterable[Obj]) -> Preemptions:
 def replaced_by_index(pods: Iterable[Obj]) -> dict[int, int]:
     """Per worker index, its pods that exited 79 and have a newer pod: the replacements
     that were preemptions, not failures (what `wait` leaves out of "worker N restarted")."""
-    from launcher.cluster.status import created_at
 
     by_index: dict[int, list[Obj]] = {}
     for pod in pods:

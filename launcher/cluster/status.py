@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from launcher.cluster import preemptions as preemptions_lib
 from launcher.core import contract, labels
+from launcher.core.timestamps import EPOCH, created_at, parse_time
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
 Obj = Mapping[str, Any]
@@ -185,7 +186,7 @@ def _template_labels(job: Obj) -> Mapping[str, str]:
 def _worker(index: int, pods: list[Obj]) -> Worker:
     if not pods:
         return Worker(index, None, "Missing", None, 0, None, "no pod yet")
-    ordered = sorted(pods, key=lambda p: (created_at(p) or _EPOCH, p["metadata"]["name"]))
+    ordered = sorted(pods, key=lambda p: (created_at(p) or EPOCH, p["metadata"]["name"]))
     live = [p for p in ordered if not p["metadata"].get("deletionTimestamp")]
     pod = (live or ordered)[-1]
     phase, reason, exit_code = pod_state(pod)
@@ -323,28 +324,6 @@ def _condition_text(kind: str, condition: Obj, job: Obj, name_it: bool) -> str:
 
 # --- Time ----------------------------------------------------------------------------------
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def parse_time(text: str | None) -> datetime.datetime | None:
-    """An RFC 3339 timestamp from the API (`2024-05-01T12:00:00Z`), timezone-aware."""
-    if not text:
-        return None
-    value = text.replace("Z", "+00:00")
-    head, dot, rest = value.partition(".")
-    if dot:  # Python 3.10 takes at most 6 fractional digits
-        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
-        value = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
-    try:
-        parsed = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
-
-
-def created_at(obj: Obj) -> datetime.datetime | None:
-    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
-
 
 def age(since: datetime.datetime | None, now: datetime.datetime) -> str:
     """kubectl's compact age: 45s, 3m12s, 2h5m, 3d4h."""
@@ -403,7 +382,7 @@ def progress_line(status: JobStatus, elapsed: float, training: str | None = None
 def failure_message(status: JobStatus) -> str:
     """Why the job failed: its condition and the worker(s) that failed for good."""
     failed = [w for w in status.workers if w.phase == "Failed"]
-    first = sorted(failed, key=lambda w: (w.finished or w.created or _EPOCH, w.index))[:1]
+    first = sorted(failed, key=lambda w: (w.finished or w.created or EPOCH, w.index))[:1]
     culprits = "; ".join(
         f"worker {w.index} (pod {w.pod}) failed: {w.reason or 'unknown reason'}"
         + (f", after {w.restarts} restart{'s' if w.restarts != 1 else ''}" if w.restarts else "")

@@ -19,9 +19,10 @@ from typing import Any
 
 from launcher.core import contract, labels, render, runs
 from launcher.core import spec as spec_model
+from launcher.core.timestamps import parse_time
 from launcher.operator import crd
 from launcher.operator.crd import Status
-from launcher.operator.objects import K8sObject, meta_of, name_of, parse_time
+from launcher.operator.objects import K8sObject, meta_of, name_of
 
 
 def trimmed(resource: Mapping[str, Any]) -> dict[str, Any]:

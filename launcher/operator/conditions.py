@@ -10,9 +10,9 @@ import dataclasses
 import datetime
 from typing import Literal
 
+from launcher.core.timestamps import format_time
 from launcher.operator import crd
 from launcher.operator.crd import Condition, Phase, Status
-from launcher.operator.objects import format_time
 
 FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 INVALID_SPEC = "InvalidSpec"

@@ -8,7 +8,6 @@ apart from the decisions so that each rule in `launcher.operator.reconcile` read
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -54,21 +53,6 @@ def job_suspended(job: Mapping[str, Any]) -> bool:
 def annotation_of(obj: Mapping[str, Any], key: str) -> str | None:
     value = (meta_of(obj).get("annotations") or {}).get(key)
     return None if value is None else str(value)
-
-
-def parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
-
-
-def format_time(moment: datetime.datetime) -> str:
-    """RFC 3339 in UTC, seconds precision, as Kubernetes writes it."""
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.core import contract
+from launcher.core.timestamps import format_time
 from launcher.operator.conditions import with_phase, with_workers
 from launcher.operator.objects import (
     chief_pod,
     failed_workers,
-    format_time,
     job_complete,
     job_failed,
     name_of,

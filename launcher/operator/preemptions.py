@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from launcher.core import contract
+from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import Status
-from launcher.operator.objects import format_time, parse_time, terminated_state
+from launcher.operator.objects import terminated_state
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,8 +14,9 @@ import dataclasses
 import datetime
 
 from launcher.core import progress as progress_lib
+from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import ProgressStatus, Status
-from launcher.operator.objects import chief_pod, format_time, name_of, parse_time, terminating
+from launcher.operator.objects import chief_pod, name_of, terminating
 from launcher.operator.observe import Observed, owned
 
 PROGRESS_REFRESH_SECONDS = 30.0

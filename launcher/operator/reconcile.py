@@ -35,6 +35,7 @@ from typing import Any
 from launcher.core import labels
 from launcher.core import spec as spec_model
 from launcher.core.errors import SpecError
+from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
 from launcher.operator import progress as progress_status
 from launcher.operator.children import bool_text, children, remaining_deadline, trimmed
@@ -50,11 +51,9 @@ from launcher.operator.crd import Phase, Status
 from launcher.operator.objects import (
     K8sObject,
     annotation_of,
-    format_time,
     job_suspended,
     meta_of,
     name_of,
-    parse_time,
     terminating,
 )
 from launcher.operator.observe import Group, Observed, observe, owned

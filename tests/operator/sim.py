@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from launcher.core import contract
+from launcher.core.timestamps import format_time
 from launcher.operator import crd, observe, progress, reconcile
-from launcher.operator.objects import format_time
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
 RESULT = {"test_accuracy": 0.9812, "test_loss": 0.061, "epochs": 3}

@@ -6,8 +6,8 @@ import copy
 import datetime
 
 from launcher.core import contract
+from launcher.core.timestamps import format_time
 from launcher.operator import crd, preemptions
-from launcher.operator.objects import format_time
 from tests.operator.sim import T0, Cluster, resource
 
 SAVED = (

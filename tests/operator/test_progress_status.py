@@ -9,9 +9,9 @@ import datetime
 
 from launcher.core import progress as progress_lib
 from launcher.core.progress import Progress
+from launcher.core.timestamps import format_time
 from launcher.operator import crd
 from launcher.operator import progress as progress_status
-from launcher.operator.objects import format_time
 from tests.operator.sim import T0, Cluster, resource
 
 LOG = "\n".join([
