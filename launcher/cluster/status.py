@@ -178,6 +178,10 @@ def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
     return max([len(jobs), *(i + 1 for i in indices)])
 
 
+def _preempted(pod: Obj) -> bool:
+    return pod_state(pod)[2] == contract.EXIT_PREEMPTED
+
+
 def _template_labels(job: Obj) -> Mapping[str, str]:
     template = (job.get("spec") or {}).get("template") or {}
     return (template.get("metadata") or {}).get("labels") or {}
@@ -195,7 +199,9 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
         pod=pod["metadata"]["name"],
         phase=phase,
         node=(pod.get("spec") or {}).get("nodeName"),
-        restarts=len(pods) - 1,
+        # A pod replaced after it saved and exited EXIT_PREEMPTED is a preemption
+        # (`preemptions`), not a restart: the Job does not count it against backoffLimit.
+        restarts=sum(1 for p in ordered if p is not pod and not _preempted(p)),
         created=created_at(pod),
         reason=reason,
         exit_code=exit_code,

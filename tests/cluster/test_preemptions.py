@@ -160,6 +160,8 @@ def test_status_wait_and_the_document_say_the_preemptions() -> None:
     assert body["lastPreemptionTime"] == "2026-11-30T12:00:00Z"
     assert body["operator"] is None
     assert [w["pod"] for w in body["workers"]] == ["mnist-worker-0-b", "mnist-worker-1-b"]
+    assert summary.restarts == 0, "a pod replaced after a preemption is not a restart"
+    assert "no restarts" in line
 
 
 def test_a_job_never_preempted_says_nothing_about_it() -> None:
