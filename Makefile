@@ -19,11 +19,17 @@ $(BIN)/tflaunch: pyproject.toml
 .PHONY: install
 install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras
 
+# xdist workers for `make test` (TEST_WORKERS=0: one process). --dist loadgroup keeps the
+# TensorFlow tests on one worker, one after another, while the e2e tests (each worker starts
+# its own control plane) and the rest run beside them: see tests/conftest.py.
+TEST_WORKERS ?= 3
+PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 .PHONY: test
-test: install ## Run the test suite (builds the e2e control plane first when Go is there)
+test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane first when Go is there)
 	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build; \
 	else echo "make test: Go not found, so tests/e2e will skip (install Go >= 1.26 to run them)"; fi
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 .PHONY: lint
 lint: install ## ruff, mypy and the import contracts

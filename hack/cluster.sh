@@ -12,6 +12,7 @@
 #   hack/cluster.sh apiserver-stop|apiserver-start KUBECONFIG
 #                                       stop / start again that cluster's kube-apiserver
 #   hack/cluster.sh bin                 print the directory of the cached binaries
+#   hack/cluster.sh port-lock           print the lock file held while a cluster takes its ports
 #   hack/cluster.sh helm                print the path of the cached helm (built by `build` too)
 #   hack/cluster.sh controller-gen      print the path of the cached controller-gen (idem)
 set -euo pipefail
@@ -121,6 +122,12 @@ cmd_build() {
 
 state_file() { printf '%s.state' "$1"; }
 
+# kwokctl picks "free" ports by probing downwards from 32767, so two clusters created at the
+# same time (parallel test workers, other users of this cache) would pick the same ones.
+# Creating a cluster, and the window in which a stopped kube-apiserver leaves its port
+# free (tests/e2e's ControlPlane.stop_apiserver), hold this lock.
+PORT_LOCK="$CACHE_ROOT/ports.lock"
+
 cmd_up() {
   local kubeconfig=${1:-$root/.cluster/kubeconfig} workdir start
   kubeconfig=$(realpath -m "$kubeconfig")
@@ -132,6 +139,9 @@ cmd_up() {
   printf '%s\n' "$workdir" >"$(state_file "$kubeconfig")"
   rm -f "$kubeconfig"
   start=$(date +%s%N)
+  mkdir -p "$CACHE_ROOT"
+  exec 9>>"$PORT_LOCK"
+  flock -w 600 9 || die "waited 600 s for $PORT_LOCK (another cluster being created?)"
   # kwokctl reads KWOK_* variables; everything it writes stays under the work directory.
   # One controller-manager and one scheduler, and nothing here restarts a process that exits:
   # without leader election they ride out an API-server restart instead of exiting when they
@@ -147,10 +157,11 @@ cmd_up() {
     --config "$here/kwok/stages.yaml" \
     --extra-args kube-controller-manager=leader-elect=false \
     --extra-args kube-scheduler=leader-elect=false \
-    --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 ||
+    --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 9>&- ||
     { cat "$workdir/create.log" >&2; cmd_down "$kubeconfig"; die "kwokctl could not start the cluster"; }
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" apply -f "$here/kwok/nodes.yaml" >/dev/null
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=60s >/dev/null
+  flock -u 9 && exec 9>&-  # every component listens now: its ports show as used
   log "up in $((($(date +%s%N) - start) / 1000000)) ms: $("$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
   # The matching kubectl beside the kubeconfig, for machines that have none.
   mkdir -p "$(dirname "$kubeconfig")/bin"
@@ -239,7 +250,8 @@ case ${1:-} in
     [ -n "${2:-}" ] || die "usage: hack/cluster.sh $1 KUBECONFIG"
     "${1/-/_}" "$2" ;;
   bin) printf '%s\n' "$BIN_DIR" ;;
+  port-lock) printf '%s\n' "$PORT_LOCK" ;;
   helm) printf '%s\n' "$HELM_DIR/helm" ;;
   controller-gen) printf '%s\n' "$CONTROLLER_GEN_DIR/controller-gen" ;;
-  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | apiserver-stop|apiserver-start KUBECONFIG | bin | helm | controller-gen" ;;
+  *) die "usage: hack/cluster.sh build | up [KUBECONFIG] | down [KUBECONFIG] | apiserver-stop|apiserver-start KUBECONFIG | bin | port-lock | helm | controller-gen" ;;
 esac

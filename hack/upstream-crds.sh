@@ -60,7 +60,10 @@ if [ ! -d "$OUT" ]; then
   find "$tmp/prometheus" -type f ! -name 'monitoring.coreos.com_servicemonitors.yaml' -delete
   chmod -R u+w "$tmp"
   mkdir -p "$(dirname "$OUT")"
-  mv "$tmp" "$OUT.tmp.$$" && mv "$OUT.tmp.$$" "$OUT"
+  # Parallel test workers may build it at once: the first rename wins (rename onto a
+  # non-empty directory fails), the others drop theirs instead of nesting it inside.
+  mv "$tmp" "$OUT.tmp.$$"
+  mv -T "$OUT.tmp.$$" "$OUT" 2>/dev/null || rm -rf "$OUT.tmp.$$"
   trap - EXIT
 fi
 printf '%s\n' "$OUT"

@@ -1,1 +1,78 @@
-"""Shared test configuration. Suites: core/, local/, trainer/, cluster/, operator/, infra/, e2e/."""
+"""Shared test configuration. Suites: core/, local/, trainer/, cluster/, operator/, infra/, e2e/.
+
+`make test` runs the suite on pytest-xdist workers (see docs/testing.md); the scheduler
+below decides what may run side by side on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+# Modules whose tests run TensorFlow: 2-worker MWMS groups (`tf` marker) or models in-process.
+# Each such test keeps both cores busy, so they all run on one xdist worker, one after
+# another: the rendezvous, heartbeat and preemption timings they exercise see the same
+# machine as in a serial run, while the e2e tests (which mostly wait on their own control
+# plane) and the rest run beside them.
+TENSORFLOW_MODULES = frozenset(
+    {
+        "tests/local/test_live_bar.py",
+        "tests/local/test_own_programs.py",
+        "tests/local/test_preemption.py",
+        "tests/local/test_preemption_own_program.py",
+        "tests/local/test_run_outputs.py",
+        "tests/local/test_runner.py",
+        "tests/trainer/test_trainer_cli.py",
+        "tests/trainer/test_trainer_data.py",
+        "tests/trainer/test_trainer_heartbeat.py",
+        "tests/trainer/test_trainer_model.py",
+        "tests/trainer/test_trainer_multiworker.py",
+        "tests/trainer/test_trainer_precision.py",
+    }
+)
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _rank(item: pytest.Item) -> int:
+    module = _module(item.nodeid)
+    return 0 if module in TENSORFLOW_MODULES else 1 if module.startswith("tests/e2e/") else 2
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the TensorFlow modules first, then the e2e ones (long waits), then
+    the quick rest, which fills the gaps at the end; the scheduler hands out modules in
+    this order. Everywhere: a `tf` test outside TENSORFLOW_MODULES is refused, since under
+    xdist it would run beside the others."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=_rank)  # stable: the same order on every worker, modules kept whole
+    stray = sorted(
+        {_module(i.nodeid) for i in items if i.get_closest_marker("tf")} - TENSORFLOW_MODULES
+    )
+    if stray:
+        raise pytest.UsageError(
+            f"tests marked tf in {', '.join(stray)}: add the module to TENSORFLOW_MODULES "
+            "in tests/conftest.py (they must not run beside the other TensorFlow tests)"
+        )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole modules per worker (module-scoped fixtures such as a running operator or a
+    finished local run are set up once), and every TensorFlow module in one unit, handed
+    out in the workers' collection order (above), so the long TensorFlow unit starts at once.
+
+    The unit is chosen from the node id alone (the controller collects nothing), which is
+    why TENSORFLOW_MODULES lists modules rather than reading the `tf` marker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # keep that order, not "most tests first"
+
+    class TensorFlowApart(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = _module(nodeid)
+            return "tensorflow" if module in TENSORFLOW_MODULES else module
+
+    return TensorFlowApart(config, log)

@@ -14,6 +14,7 @@ with one line; with CI=true that is a failure instead.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import shutil
@@ -22,9 +23,9 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
@@ -54,6 +55,7 @@ class ControlPlane:
     bin_dir: Path
     owned: bool
     """True when this session started it (and may stop and restart it)."""
+    _port_lock: IO[str] | None = field(default=None, repr=False)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -159,12 +161,23 @@ class ControlPlane:
         )
 
     def stop_apiserver(self) -> None:
-        """Stop the kube-apiserver process (etcd, controllers and kwok keep running)."""
+        """Stop the kube-apiserver process (etcd, controllers and kwok keep running).
+
+        Until start_apiserver, this holds hack/cluster.sh's port lock: a cluster created
+        meanwhile (another xdist worker's) would otherwise take the freed port."""
+        lock = open(_cluster_sh("port-lock"), "a")  # noqa: SIM115 (closed by start_apiserver)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        self._port_lock = lock
         _cluster_sh("apiserver-stop", str(self.kubeconfig))
 
     def start_apiserver(self) -> None:
         """Start it again with the same flags; returns once it is ready."""
-        _cluster_sh("apiserver-start", str(self.kubeconfig))
+        try:
+            _cluster_sh("apiserver-start", str(self.kubeconfig))
+        finally:
+            if self._port_lock is not None:
+                self._port_lock.close()  # closing releases the flock
+                self._port_lock = None
 
 
 def _cluster_sh(*args: str) -> str:

@@ -82,9 +82,11 @@ def test_wait_rides_out_a_control_plane_restart(
     assert first.startswith("outage: running"), first
     cp.wait_active(namespace, "outage-worker")
     cp.stop_apiserver()
-    time.sleep(4)
-    assert waiter.poll() is None, "wait must not give up while the API server is down"
-    cp.start_apiserver()
+    try:
+        time.sleep(4)
+        assert waiter.poll() is None, "wait must not give up while the API server is down"
+    finally:
+        cp.start_apiserver()  # also on failure: the next tests share this cluster
     out, rest = waiter.communicate(timeout=240)
     err = "".join(seen) + rest
     assert waiter.returncode == 0, f"exit {waiter.returncode}\n{out}\n{err}"
