@@ -34,7 +34,8 @@ def test_a_terminal_gets_one_live_bar_and_a_line_per_worker(tmp_path, mnist_npz)
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("TF_CPP_MIN_LOG_LEVEL", contract.ENV_LOG_LEVEL)
+        # COLUMNS/LINES would override the pty's size (pytest-xdist workers have them set)
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", contract.ENV_LOG_LEVEL, "COLUMNS", "LINES")
     }
     env.update(NO_COLOR="1", TERM="xterm")
     child = pexpect.spawn(
