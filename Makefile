@@ -19,11 +19,11 @@ $(BIN)/tflaunch: pyproject.toml
 .PHONY: install
 install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras
 
-# xdist workers for `make test` (TEST_WORKERS=0: one process). --dist loadgroup keeps the
-# TensorFlow tests on one worker, one after another, while the e2e tests (each worker starts
-# its own control plane) and the rest run beside them: see tests/conftest.py.
+# xdist workers for `make test` (TEST_WORKERS=0: one process). The scheduler in
+# tests/conftest.py keeps the TensorFlow tests on one worker, one after another, while the
+# e2e tests (each worker starts its own control plane) and the rest run beside them.
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: test
 test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane first when Go is there)
