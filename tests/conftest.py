@@ -45,17 +45,19 @@ def _rank(item: pytest.Item) -> int:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On an xdist worker: the TensorFlow modules first, then the e2e ones (long waits), then
     the quick rest, which fills the gaps at the end; the scheduler hands out modules in
-    this order. Everywhere: a `tf` test outside TENSORFLOW_MODULES is refused, since under
-    xdist it would run beside the others."""
+    this order."""
     if hasattr(config, "workerinput"):
         items.sort(key=_rank)  # stable: the same order on every worker, modules kept whole
-    stray = sorted(
-        {_module(i.nodeid) for i in items if i.get_closest_marker("tf")} - TENSORFLOW_MODULES
-    )
-    if stray:
-        raise pytest.UsageError(
-            f"tests marked tf in {', '.join(stray)}: add the module to TENSORFLOW_MODULES "
-            "in tests/conftest.py (they must not run beside the other TensorFlow tests)"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A `tf` test outside TENSORFLOW_MODULES fails: under xdist it would run beside the
+    other TensorFlow tests."""
+    module = _module(item.nodeid)
+    if item.get_closest_marker("tf") and module not in TENSORFLOW_MODULES:
+        pytest.fail(
+            f"{module} has tests marked tf: add it to TENSORFLOW_MODULES in tests/conftest.py",
+            pytrace=False,
         )
 
 
