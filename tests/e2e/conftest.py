@@ -154,11 +154,14 @@ class ControlPlane:
         return path
 
     def wait_active(self, namespace: str, job: str, count: int = 2) -> None:
-        """Until the Job controller reports `count` active pods of Job `job`."""
-        eventually(
-            lambda: (self.get("job", job, "-n", namespace)["status"].get("active") or 0) == count,
-            what=f"{count} active pods of Job {job}",
-        )
+        """Until the Job controller reports `count` active pods of Job `job` (which may not
+        exist yet: the operator creates it asynchronously)."""
+
+        def active() -> bool:
+            run = self.kubectl("get", "job", job, "-n", namespace, "-o", "json", check=False)
+            return run.code == 0 and (json.loads(run.out)["status"].get("active") or 0) == count
+
+        eventually(active, what=f"{count} active pods of Job {job}")
 
     def stop_apiserver(self) -> None:
         """Stop the kube-apiserver process (etcd, controllers and kwok keep running).
