@@ -72,12 +72,6 @@ class Preemptions:
         return f"preempted {self.count}x, {where}"
 
 
-def saved_step(message: Any) -> int | None:
-    """The step in a termination message `preempted: every worker saved at step N ...`."""
-    match = contract.PREEMPTED_SAVED.search(str(message or ""))
-    return int(match.group("step")) if match else None
-
-
 def trainer_terminated(pod: Obj) -> Obj | None:
     """The trainer container's `state.terminated` (the first container's without one named
     trainer); None while it has not terminated."""
@@ -108,7 +102,7 @@ def preempted_exits(pods: Iterable[Obj]) -> list[PreemptedExit]:
                 pod=str(meta.get("name") or ""),
                 index=_index(pod),
                 finished=finished,
-                step=saved_step(terminated.get("message")),
+                step=contract.saved_step(terminated.get("message")),
                 grace_seconds=float(DEFAULT_GRACE_SECONDS if grace is None else grace),
             )
         )

@@ -30,6 +30,13 @@ PREEMPTED_SAVED = re.compile(r"preempted: every worker saved at step (?P<step>\d
 "preempted: every worker saved at step 70 (epoch 2, step 30 of 40); ...", where the
 restarted group resumes."""
 
+
+def saved_step(text: object) -> int | None:
+    """The step in a PREEMPTED_SAVED line or termination message; None when there is none."""
+    match = PREEMPTED_SAVED.search(str(text or ""))
+    return int(match.group("step")) if match else None
+
+
 # Environment variables set in every worker, by the templates and by `tflaunch local`.
 ENV_TF_CONFIG = "TF_CONFIG"
 ENV_WORKER_INDEX = "WORKER_INDEX"

@@ -293,9 +293,9 @@ class _Group:
             error = trainer_error(line)
             if error:
                 self.last_errors[index] = error
-            saved = contract.PREEMPTED_SAVED.search(line)
-            if saved:
-                self.saved_steps[index] = int(saved.group("step"))
+            saved = contract.saved_step(line)
+            if saved is not None:
+                self.saved_steps[index] = saved
         stream.close()
 
     def stop(self) -> None:

@@ -41,8 +41,7 @@ def preempted_exits(pods: Iterable[Mapping[str, Any]]) -> list[PreemptedExit]:
         finished = parse_time(terminated.get("finishedAt"))
         if finished is None:
             continue
-        match = contract.PREEMPTED_SAVED.search(str(terminated.get("message") or ""))
-        exits.append(PreemptedExit(finished, int(match.group("step")) if match else None))
+        exits.append(PreemptedExit(finished, contract.saved_step(terminated.get("message"))))
     return sorted(exits, key=lambda e: e.finished)
 
 

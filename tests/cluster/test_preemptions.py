@@ -8,6 +8,7 @@ from typing import Any
 
 from launcher.cli import output
 from launcher.cluster import preemptions, status
+from launcher.core import contract
 from tests.cli.test_output import validate
 from tests.cluster.conftest import job_objects
 
@@ -119,9 +120,9 @@ def test_failures_and_successes_are_not_preemptions() -> None:
 
 
 def test_the_saved_step_is_read_from_the_termination_message() -> None:
-    assert preemptions.saved_step("preempted: every worker saved at step 70 (epoch 2)") == 70
-    assert preemptions.saved_step("Error: out of memory") is None
-    assert preemptions.saved_step(None) is None
+    assert contract.saved_step("preempted: every worker saved at step 70 (epoch 2)") == 70
+    assert contract.saved_step("Error: out of memory") is None
+    assert contract.saved_step(None) is None
 
 
 def test_replaced_by_index_counts_the_preempted_pods_that_have_a_newer_pod() -> None:
