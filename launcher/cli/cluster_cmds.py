@@ -10,15 +10,16 @@ takes half a second to import, and `tflaunch render` must not pay for it.
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.cli import operator_jobs
+from launcher.cli import durations, operator_jobs
 from launcher.cli.completion import job_name_argument
 from launcher.cli.dry_run import DryRunCommand, dry_run_option
+from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import (
     cluster_options,
     connect,
@@ -39,21 +40,11 @@ if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only w
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
 
 def parse_duration(text: str, flag: str) -> int:
-    """`90`, `30s`, `5m`, `1h30m` -> seconds; a bad value is a usage error naming `flag`."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    match = _DURATION.match(text)
-    if not text or not match or not any(match.groups()):
-        raise click.BadParameter(
-            f"{text!r} is not a duration; use e.g. 30s, 5m or 1h30m", param_hint=flag
-        )
-    hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    """`90`, `30s`, `5m`, `1h30m` -> whole seconds (rounded up); a bad value is a usage error
+    naming `flag` (`launcher.cli.durations`, the parser of every duration flag)."""
+    return math.ceil(durations.seconds(text, flag))
 
 
 # --- submit --------------------------------------------------------------------------------
@@ -288,7 +279,12 @@ def logs_command(
 @job_name_argument()
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Until everything is gone.")
 @click.option(
-    "--timeout", type=click.FloatRange(min=0), default=300, show_default=True, metavar="SECONDS"
+    "--timeout",
+    type=DURATION,
+    default=300,
+    show_default=True,
+    metavar="DURATION",
+    help=f"How long --wait waits, {EXAMPLE}.",
 )
 @namespace_option
 @cluster_options

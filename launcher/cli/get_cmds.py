@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli import job_progress, operator_jobs, output
+from launcher.cli import durations, job_progress, operator_jobs, output
 from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option
 from launcher.cli.wait_cmd import not_found
@@ -35,7 +35,7 @@ def watch_options(func: output.F) -> output.F:
         "--timeout",
         "watch_timeout",
         metavar="DURATION",
-        help="With --watch: stop after this long, e.g. 30s or 5m (default: until Ctrl-C).",
+        help=f"With --watch: stop after this long, {durations.EXAMPLE} (default: until Ctrl-C).",
     )(func)
     return click.option(
         "-w", "--watch", is_flag=True, help="After the first output, print each change."
@@ -43,13 +43,11 @@ def watch_options(func: output.F) -> output.F:
 
 
 def _watch_seconds(watch: bool, text: str | None) -> float | None:
-    from launcher.cli.cluster_cmds import parse_duration
-
     if text is None:
         return None
     if not watch:
         raise click.UsageError("--timeout only applies with -w/--watch")
-    return float(parse_duration(text, "--timeout"))
+    return durations.seconds(text, "--timeout")
 
 
 class _Printer:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.core import tensorboard
 from launcher.core.errors import ExitStatus, NotFound, TflaunchError
@@ -92,11 +93,11 @@ def serve_local(logdir: Path, port: int) -> int:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=DURATION,
     default=DEFAULT_TIMEOUT,
     show_default=True,
-    metavar="SECONDS",
-    help="Cluster: how long the pod may take to become ready.",
+    metavar="DURATION",
+    help=f"Cluster: how long the pod may take to become ready, {EXAMPLE}.",
 )
 @namespace_option
 @cluster_options

@@ -20,6 +20,7 @@ import click
 
 from launcher.cli import job_progress, output
 from launcher.cli.completion import job_name_argument
+from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import preemptions, stalls, status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
@@ -49,17 +50,17 @@ def wait_options(func: F) -> F:
     """--timeout and --pending-warning, shared by `wait` and `submit --wait`."""
     func = click.option(
         "--pending-warning",
-        type=click.FloatRange(min=0),
+        type=DURATION,
         default=DEFAULT_PENDING_WARNING,
         show_default=True,
-        metavar="SECONDS",
-        help="Warn when workers stay Pending this long (MWMS needs all of them).",
+        metavar="DURATION",
+        help="Warn when workers stay Pending this long (MWMS needs all of them), e.g. 2m.",
     )(func)
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0),
-        metavar="SECONDS",
-        help="Stop waiting after this long (default: never).",
+        type=DURATION,
+        metavar="DURATION",
+        help=f"Stop waiting after this long, {EXAMPLE} (default: never).",
     )(func)
 
 
@@ -88,7 +89,7 @@ def wait_command(
 
     \b
     Examples:
-      tflaunch wait mnist --timeout 3600
+      tflaunch wait mnist --timeout 1h            # or 3600 (seconds)
       tflaunch wait mnist -o json > result.json
     """
     cluster = connect(kubeconfig, kube_context)

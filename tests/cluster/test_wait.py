@@ -291,3 +291,23 @@ def test_a_failure_after_a_preemption_says_the_preemption_apart_from_the_cause(
         "mnist-worker-1-a1) failed: config error (exit 78) (earlier: preempted 1x, resumed "
         "from the last checkpoint)"  # the pod replaced after exit 79 is no restart
     )
+
+
+def test_the_timeout_takes_kubectls_duration_spelling(
+    tflaunch: Tflaunch, running: dict[str, Any]
+) -> None:
+    # `kubectl wait --timeout=500ms` spelling; a bare number stays seconds (above).
+    result = tflaunch("wait", "mnist", "--timeout=500ms", "--pending-warning", "2m")
+
+    assert result.code == ExitStatus.TIMEOUT, result.err
+    assert result.err.splitlines()[-1].startswith("tflaunch: error: job mnist did not finish")
+
+
+def test_a_timeout_that_is_not_a_duration_is_one_line_naming_the_flag(
+    tflaunch: Tflaunch, running: dict[str, Any]
+) -> None:
+    result = tflaunch("wait", "mnist", "--timeout", "5 minutes")
+
+    assert result.code == ExitStatus.BAD_INPUT
+    (line,) = result.err.strip().splitlines()
+    assert "'--timeout'" in line and "e.g. 90s, 5m or 1h30m" in line, line
