@@ -11,6 +11,8 @@ other workers' logs still come. A followed stream has a read timeout
 (`FOLLOW_IDLE_TIMEOUT`): a connection that died without a reset (a node or proxy gone) would
 otherwise hang forever. A stream cut that way (or broken) is opened anew while the pod
 exists, from the last line's timestamp, and the lines already printed are not repeated.
+An API server that is down (an upgrade, a restart) is waited out the same way, with the
+command's one "unavailable since" notice (`launcher.cluster.retry`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from typing import Any
 from launcher.cluster.cancel import Cancel
 from launcher.cluster.client import KINDS, Cluster, stream_lines_or_cut
 from launcher.cluster.find import JobObjects, job_objects
+from launcher.cluster.retry import Backoff
 from launcher.cluster.watch import join_all, watch_job
 from launcher.cluster.wire import CONNECT_TIMEOUT, CONTAINER, READ_TIMEOUT, Obj
 from launcher.core import labels
-from launcher.core.errors import NotFound
+from launcher.core.errors import NotFound, TransientClusterError
 from launcher.core.timestamps import parse_time
 
 
@@ -69,10 +72,12 @@ def pod_log(
     timestamps: bool = False,
     cancel: Cancel | None = None,
     idle_timeout: float | None = None,
+    opened: Callable[[], None] = lambda: None,
 ) -> Generator[str, None, bool]:
     """Lines of a pod's log; with `follow`, until the container ends, `cancel`, or no byte
     came for `idle_timeout` seconds (None: wait forever). Returns True when the stream was
-    cut (broken, timed out or cancelled) rather than ended by the server."""
+    cut (broken, timed out or cancelled) rather than ended by the server. `opened` is
+    called once the server has answered."""
     k = KINDS["Pod"]
     ns = cluster.ns(namespace)
     cancel = cancel or Cancel()
@@ -91,6 +96,7 @@ def pod_log(
         response = cluster.api(k).read_namespaced_pod_log(
             name, ns, _preload_content=False, **kwargs
         )
+    opened()
     with cancel.tracking(response), cluster.errors("get", k, ns, name, resource="pods/log"):
         return (yield from stream_lines_or_cut(response))  # ends quietly when cut
 
@@ -211,22 +217,38 @@ def _follow_logs(
             if resume.fresh(stamp):
                 lines.put(LogLine(index, pod, text, stamp))
 
+        backoff = Backoff()
+
+        def opened() -> None:
+            cluster.outage.ended(backoff)
+            backoff.reset()
+
         while not cancel.cancelled:
-            stream = pod_log(
-                cluster,
-                pod,
-                namespace,
-                follow=True,
-                since_seconds=resume.since_seconds(datetime.datetime.now(datetime.timezone.utc)),
-                timestamps=True,
-                cancel=cancel,
-                idle_timeout=FOLLOW_IDLE_TIMEOUT,
-            )
-            cut = _drain(stream, put)
-            if not cut or cancel.wait(RECONNECT_DELAY):
-                return
-            if not _still_there(cluster, pod, namespace):
-                return
+            try:
+                stream = pod_log(
+                    cluster,
+                    pod,
+                    namespace,
+                    follow=True,
+                    since_seconds=resume.since_seconds(
+                        datetime.datetime.now(datetime.timezone.utc)
+                    ),
+                    timestamps=True,
+                    cancel=cancel,
+                    idle_timeout=FOLLOW_IDLE_TIMEOUT,
+                    opened=opened,
+                )
+                cut = _drain(stream, put)
+                if not cut or cancel.wait(RECONNECT_DELAY):
+                    return
+                if not _still_there(cluster, pod, namespace):
+                    return
+            except TransientClusterError as error:
+                # The API server is down (an upgrade, a restart): wait it out like the
+                # job's watch does; the next stream resumes after the last line printed.
+                cluster.outage.began(error, backoff)
+                if cancel.wait(backoff.next(error.retry_after)):
+                    return
             resume.reopen()
 
     def pump(pod: str, index: int | None) -> None:

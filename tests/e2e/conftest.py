@@ -14,6 +14,7 @@ with one line; with CI=true that is a failure instead.
 from __future__ import annotations
 
 import base64
+import datetime
 import fcntl
 import json
 import os
@@ -130,6 +131,25 @@ class ControlPlane:
             "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
             "--timeout=60s",
         )  # fmt: skip
+
+    def serve_logs(self, namespace: str, log_file: Path) -> None:
+        """Make kwok's kubelet server answer pods/log of every trainer container in
+        `namespace` from `log_file` (CRI log format: `cri_log_line`), through the real API
+        server. kwok runs no containers: the log is whatever the test writes there. Its
+        followed streams never end on their own (its runtime stub reports every container
+        as still running), so a test ends `logs -f` itself."""
+        log = {"containers": ["trainer"], "logsFile": str(log_file), "follow": True}
+        self.apply(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterLogs",
+                "metadata": {"name": f"logs-{namespace}"},
+                "spec": {
+                    "selector": {"matchNamespaces": [namespace]},
+                    "logs": [log],
+                },
+            }
+        )
 
     def account_kubeconfig(self, account: str, namespace: str, path: Path) -> Path:
         """A kubeconfig at `path` that logs in with a token of ServiceAccount `account`, so a
@@ -266,6 +286,12 @@ def pod_hooks(
     if fail_once:
         hooks["kwok.tflaunch.dev/fail-once"] = "true"
     return hooks
+
+
+def cri_log_line(text: str) -> str:
+    """One line of a container log file as the kubelet stores it (what kwok serves)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{stamp} stdout F {text}\n"
 
 
 def stop_process(process: subprocess.Popen[Any]) -> None:

@@ -62,8 +62,9 @@ def test_list_shows_the_job_and_doctor_checks_the_gpu_nodes(
 def test_logs_of_a_pod_without_a_container_log_is_one_line(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    # kwok has no kubelet serving container logs: the API server's error is what a user sees
-    # for a pod whose node cannot serve its log. It must be one line, not a traceback.
+    # No ClusterLogs for this namespace, so kwok's kubelet server has no log to give: the API
+    # server's error is what a user sees for a pod whose node cannot serve its log. It must
+    # be one line, not a traceback.
     cp = control_plane
     spec = write_spec(tmp_path / "job.yaml", "nolog", namespace, hooks=pod_hooks(run_for="forever"))
     assert (run := cp.tflaunch("submit", str(spec))).code == 0, run

@@ -1,7 +1,7 @@
-"""`logs` on the real API server when a pod is deleted between listing and reading it: the
-server answers 404 for that pod's log, and tflaunch skips the pod with a note instead of
-ending. In-process, because only here can the deletion fall exactly between the two calls
-(kwok serves no container logs, so the pods still there cannot be read anyway)."""
+"""`logs` on the real API server: the workers' lines as kwok's kubelet server serves them
+(`ControlPlane.serve_logs`), and a pod deleted between listing and reading it, for which the
+server answers 404 and tflaunch skips the pod with a note instead of ending. That one runs
+in-process, because only there can the deletion fall exactly between the two calls."""
 
 from __future__ import annotations
 
@@ -11,9 +11,33 @@ import pytest
 
 from launcher.cluster import find, logs
 from launcher.cluster.client import connect
-from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+from tests.e2e.conftest import ControlPlane, cri_log_line, eventually, pod_hooks, write_spec
 
 pytestmark = pytest.mark.e2e
+
+
+def test_logs_prints_every_workers_lines_prefixed_with_its_index(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    log_file = tmp_path / "trainer.log"
+    log_file.write_text(cri_log_line("preflight ok") + cri_log_line("epoch 1/1 done"))
+    cp.serve_logs(namespace, log_file)
+    spec = write_spec(tmp_path / "job.yaml", "say", namespace, hooks=pod_hooks(run_for="forever"))
+    assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
+    cp.wait_active(namespace, "say-worker")
+
+    every = cp.tflaunch("logs", "say", "-n", namespace)
+    assert every.code == 0, every
+    lines = every.out.splitlines()
+    for index in (0, 1):
+        assert [line for line in lines if line.startswith(f"[worker {index}]")] == [
+            f"[worker {index}] preflight ok",
+            f"[worker {index}] epoch 1/1 done",
+        ], every
+    one = cp.tflaunch("logs", "say", "-n", namespace, "--worker", "1")
+    assert one.code == 0, one
+    assert one.out.splitlines() == ["[worker 1] preflight ok", "[worker 1] epoch 1/1 done"], one
 
 
 def test_a_pod_deleted_between_listing_and_reading_its_log_is_a_note(
