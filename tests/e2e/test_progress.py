@@ -2,14 +2,13 @@
 status.progress shows in `kubectl get mwj` (the CRD's Epoch and ETA printer columns, printed
 by the real API server), in `tflaunch status` and in `tflaunch wait`.
 
-What is and is not covered here: kwok runs no containers, so no pod has a log and the
-operator's own 30 s refresh (reading the chief's log tail) finds nothing to copy on this
-cluster. The test therefore writes status.progress exactly as the operator would (the
-operator's own `from_log` on a real progress line, merged into the status subresource) while
-the real operator process runs the job. The refresh decision itself is tested as a pure unit
-(tests/operator/test_progress_status.py); reading the log tail, with a log, on the fake API
-server (tests/cluster/test_job_progress.py); the lines themselves on real TensorFlow workers
-(tests/local)."""
+This test writes status.progress exactly as the operator would (the operator's own
+`from_log` on a real progress line, merged into the status subresource) while the real
+operator process runs the job, so the columns and the CLI are checked on a known value. The
+operator's own refresh, reading the chief's log through the API server, is
+tests/e2e/test_chief_log.py; the refresh decision is a pure unit
+(tests/operator/test_progress_status.py); the lines themselves come from real TensorFlow
+workers in tests/local."""
 
 from __future__ import annotations
 
