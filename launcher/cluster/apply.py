@@ -205,7 +205,7 @@ def _dry_run_all(
             result = cluster.apply(obj, dry_run=True)
         except NotFound as error:
             if current is None and obj["kind"] not in STALE_KINDS:
-                raise _not_served(obj) from error
+                raise not_served(obj) from error
             raise
         except Invalid as error:
             if current is not None and obj["kind"] == "Job":
@@ -231,8 +231,9 @@ def _dry_run_all(
     return actions
 
 
-def _not_served(obj: Obj) -> NotFound:
-    """A gang scheduler's object whose CRD the cluster lacks (`launcher.core.gang`)."""
+def not_served(obj: Obj) -> NotFound:
+    """A gang scheduler's object whose CRD the cluster lacks (`launcher.core.gang`); the
+    operator says the same when it cannot apply a MultiWorkerJob's PodGroup."""
     return NotFound(
         f"{obj['kind']} ({obj['apiVersion']}) is not served by this cluster: spec.gang needs "
         "its scheduler's CRDs installed (Volcano, or scheduler-plugins' Coscheduling); install "

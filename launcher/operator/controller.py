@@ -26,13 +26,14 @@ from typing import Any, Protocol, cast
 
 import kopf
 
-from launcher.cluster import client, custom
+from launcher.cluster import apply, client, custom
 from launcher.cluster.client import Cluster
 from launcher.core import labels
 from launcher.core.errors import (
     ClusterError,
     Conflict,
     Invalid,
+    NotFound,
     TflaunchError,
     TransientClusterError,
 )
@@ -178,7 +179,10 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
             # Applied, not only created: Jobs recreated for an edited spec (workers) need
             # the PodGroup's minMember to follow, or the gang would never be complete.
             _check_ours(cluster, obj, resource)
-            cluster.apply(obj)
+            try:
+                cluster.apply(obj)
+            except NotFound as error:  # its CRD is missing: say so (retried until installed)
+                raise apply.not_served(obj) from error
         elif custom.create_object(cluster, obj) is None:  # 409: created since; is it ours?
             _check_ours(cluster, obj, resource)
     if plan.delete_resource:

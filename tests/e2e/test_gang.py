@@ -24,23 +24,27 @@ VOLCANO = "podgroups.scheduling.volcano.sh"
 COSCHEDULING = "podgroups.scheduling.x-k8s.io"
 
 
-@pytest.fixture(scope="module")
-def gang_crds(control_plane: ControlPlane) -> Path:
+def _install_gang_crds(cp: ControlPlane) -> Path:
     fetched = subprocess.run(
         ["bash", str(ROOT / "hack/upstream-crds.sh")], capture_output=True, text=True, timeout=1800
     )
     assert fetched.returncode == 0, fetched.stderr
     where = Path(fetched.stdout.strip())
     for project in ("kueue", "volcano", "coscheduling"):
-        control_plane.kubectl("apply", "--server-side", "-f", str(where / project))
+        cp.kubectl("apply", "--server-side", "-f", str(where / project))
     crds = [f"crd/{VOLCANO}", f"crd/{COSCHEDULING}", "crd/localqueues.kueue.x-k8s.io"]
     eventually(  # a CRD just created has no conditions yet, which `kubectl wait` calls an error
-        lambda: control_plane.kubectl(
+        lambda: cp.kubectl(
             "wait", "--for=condition=Established", *crds, "--timeout=10s", check=False
         ).code == 0,
         what="the gang schedulers' CRDs established",
     )  # fmt: skip
     return where
+
+
+@pytest.fixture(scope="module")
+def gang_crds(control_plane: ControlPlane) -> Path:
+    return _install_gang_crds(control_plane)
 
 
 def _pods(cp: ControlPlane, namespace: str, count: int) -> list[dict[str, Any]]:
@@ -55,6 +59,46 @@ def _pods(cp: ControlPlane, namespace: str, count: int) -> list[dict[str, Any]]:
 def _gone(cp: ControlPlane, resource: str, name: str, namespace: str) -> bool:
     found = cp.kubectl("get", resource, name, "-n", namespace, "--ignore-not-found", "-o", "name")
     return found.out.strip() == ""
+
+
+def _events(cp: ControlPlane, name: str, namespace: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.name={name},involvedObject.kind=MultiWorkerJob"
+    return list(cp.get("events", "-n", namespace, "--field-selector", selector)["items"])
+
+
+def test_without_the_schedulers_crds_nothing_is_applied_and_the_operator_says_why(
+    control_plane: ControlPlane, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    # First in this module: the CRDs are not installed yet (and removed if a cluster reused
+    # from an earlier run has them); installed again at the end, whatever the outcome.
+    cp = control_plane
+    cp.kubectl("delete", "crd", VOLCANO, COSCHEDULING, "--ignore-not-found", "--wait")
+    try:
+        spec = write_spec(tmp_path / "job.yaml", "nc", namespace, gang="coscheduling")
+        refused = cp.tflaunch("submit", str(spec))
+        assert refused.code != 0 and len(refused.err.strip().splitlines()) == 1, refused
+        assert (
+            "PodGroup (scheduling.x-k8s.io/v1alpha1) is not served by this cluster: spec.gang "
+            "needs its scheduler's CRDs installed" in refused.err
+        ), refused
+        assert "set spec.gang: none; nothing was applied" in refused.err, refused
+        assert cp.get("jobs,services,networkpolicies", "-n", namespace)["items"] == []
+
+        cp.apply(_mwj("nco", namespace, pod_hooks(run_for="2s"), gang="coscheduling"))
+        said = eventually(
+            lambda: [
+                e for e in _events(cp, "nco", namespace)
+                if "PodGroup (scheduling.x-k8s.io/v1alpha1) is not served" in e["message"]
+            ],
+            what="the operator's event saying the PodGroup's CRD is missing",
+        )  # fmt: skip
+        assert said[0]["type"] == "Warning" and "spec.gang: none" in said[0]["message"]
+        assert cp.get("jobs", "-n", namespace)["items"] == []  # no worker without its gang
+    finally:
+        _install_gang_crds(cp)
+    # The operator keeps retrying: with the CRDs installed the same job runs to the end.
+    eventually(_phase_is(cp, "nco", namespace, "Succeeded"), what="phase Succeeded", timeout=150)
+    assert cp.get(COSCHEDULING, "nco", "-n", namespace)["spec"]["minMember"] == 2
 
 
 @pytest.mark.parametrize("layout", ["indexed", "per-worker"])
