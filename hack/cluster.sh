@@ -154,7 +154,7 @@ cmd_up() {
     --kube-scheduler-binary "$BIN_DIR/kube-scheduler" \
     --kwok-controller-binary "$BIN_DIR/kwok" \
     --etcd-binary "$BIN_DIR/etcd" \
-    --config "$here/kwok/stages.yaml" --enable-crds Logs,ClusterLogs \
+    --config "$here/kwok/stages.yaml" --enable-crds Logs,ClusterLogs,ClusterPortForward \
     --extra-args kube-controller-manager=leader-elect=false \
     --extra-args kube-scheduler=leader-elect=false \
     --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 9>&- ||

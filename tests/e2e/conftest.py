@@ -151,6 +151,20 @@ class ControlPlane:
             }
         )
 
+    def forward_port(self, namespace: str, pod_port: int, to_port: int) -> None:
+        """Make kwok's kubelet server forward `pod_port` of every pod in `namespace` to
+        127.0.0.1:`to_port` (pods/portforward through the real API server): a stand-in for
+        the process that would listen in the pod."""
+        forward = {"ports": [pod_port], "target": {"address": "127.0.0.1", "port": to_port}}
+        self.apply(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterPortForward",
+                "metadata": {"name": f"forward-{namespace}"},
+                "spec": {"selector": {"matchNamespaces": [namespace]}, "forwards": [forward]},
+            }
+        )
+
     def account_kubeconfig(self, account: str, namespace: str, path: Path) -> Path:
         """A kubeconfig at `path` that logs in with a token of ServiceAccount `account`, so a
         process using it has exactly that account's RBAC permissions (not admin's)."""

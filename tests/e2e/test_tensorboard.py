@@ -2,19 +2,23 @@
 `restricted` Pod Security namespace, mounts the job's claim read-only, is owned by the job
 (the garbage collector removes it with the job), and is not counted as a worker.
 
-Not covered here: the port-forward itself. kwok runs no containers, so no TensorBoard
-listens in the pod and no kubelet serves pods/portforward; the bridge is tested with plain
-sockets (tests/cluster/test_portforward.py) and the pod runs on kind.
+The port-forward runs end to end through the real API server's pods/portforward: kwok's
+kubelet server forwards the pod's port 6006 to a stand-in HTTP server in the test
+(`ControlPlane.forward_port`; kwok runs no containers, so no TensorBoard listens in the pod).
 """
 
 from __future__ import annotations
 
+import http.server
+import signal
+import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from launcher.core import tensorboard
-from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, stop_process, write_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -84,3 +88,74 @@ def test_a_job_without_a_checkpoint_claim_gets_one_line_saying_why_not(
 def test_an_unknown_job_is_one_line(control_plane: ControlPlane, namespace: str) -> None:
     run = control_plane.tflaunch("tensorboard", "ghost", "-n", namespace)
     assert run.code != 0 and run.err.count("\n") == 1 and "job ghost not found" in run.err, run
+
+
+class _StandIn(http.server.BaseHTTPRequestHandler):
+    """What TensorBoard would answer, in the test's process."""
+
+    def do_GET(self) -> None:
+        body = f"TensorBoard stand-in: {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _claim(namespace: str, name: str) -> list[dict[str, object]]:
+    """A PersistentVolume bound to claim `name` (the scheduler places no pod whose claim is
+    unbound): hostPath, never touched, since kwok runs no containers."""
+    volume = f"pv-{namespace}"
+    return [
+        {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                "storageClassName": "", "hostPath": {"path": "/tmp/tflaunch-e2e-unused"},
+                "claimRef": {"namespace": namespace, "name": name},
+            },
+        },
+        {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    ]  # fmt: skip
+
+
+def test_tensorboard_forwards_a_local_port_to_the_pod_through_the_api_server(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    cp.apply(_claim(namespace, "shared-ckpt"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    forwarder = None
+    try:
+        cp.forward_port(namespace, tensorboard.PORT, server.server_address[1])
+        spec = write_spec(
+            tmp_path / "job.yaml", "tbf", namespace, hooks=pod_hooks(run_for="forever"),
+            checkpoint={"claimName": "shared-ckpt", "mountPath": "/ckpt"},
+        )  # fmt: skip
+        assert (run := cp.tflaunch("submit", str(spec))).code == 0, run
+        forwarder = cp.popen_tflaunch(
+            "tensorboard", "tbf", "-n", namespace, "--port", "0", "--timeout", "120"
+        )
+        assert forwarder.stdout is not None
+        said = forwarder.stdout.readline()  # once the pod is Ready and the port listens
+        assert said.startswith("TensorBoard for job tbf: http://127.0.0.1:"), said
+        url = said.split(": ", 1)[1].split()[0]
+        for page in ("/", "/data/runs"):  # each request is a new stream through the server
+            with urllib.request.urlopen(url.rstrip("/") + page, timeout=30) as response:
+                assert response.read().decode() == f"TensorBoard stand-in: {page}"
+        forwarder.send_signal(signal.SIGINT)
+        assert forwarder.wait(timeout=60) == 0
+    finally:
+        server.shutdown()
+        if forwarder is not None:
+            stop_process(forwarder)
