@@ -107,6 +107,46 @@ def test_a_killed_program_restarts_the_group_and_resumes_from_its_backup(tmp_pat
     assert set(hashes) == {0, 1} and hashes[0] == hashes[1]
 
 
+KERAS_WITH_PROGRESS = """\
+import numpy as np
+import tensorflow as tf
+from trainer.progress import ProgressCallback
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x = np.random.default_rng(0).normal(size=(512, 8)).astype("float32")
+data = tf.data.Dataset.from_tensor_slices((x, (x.sum(axis=1) > 0).astype("int64")))
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+    model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(data.repeat().batch(32), epochs=2, steps_per_epoch=4, verbose=0,
+          callbacks=[ProgressCallback(global_batch_size=32)])  # the documented one line
+"""
+
+
+@pytest.mark.tf
+def test_an_own_keras_program_with_the_progress_callback_gets_the_groups_progress(
+    tmp_path: Path,
+) -> None:
+    from launcher.core import progress
+
+    script = tmp_path / "train.py"
+    script.write_text(KERAS_WITH_PROGRESS)
+    run = subprocess.run(
+        _tflaunch("--script", str(script), "--workers", "2", "--workdir", str(tmp_path / "run")),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # Off a terminal: the chief's progress as tflaunch's own plain lines, one per epoch's end.
+    for epoch in (1, 2):
+        assert f"tflaunch: train: epoch {epoch}/2, step 4/4, loss " in run.stdout, run.stdout
+    assert "TFLAUNCH_PROGRESS" not in run.stdout
+    logs = tmp_path / "run" / "logs"
+    chief = [progress.parse_line(line) for line in (logs / "worker-0.log").read_text().splitlines()]
+    last = [p for p in chief if p is not None][-1]
+    assert (last.epoch, last.step, last.eta_seconds) == (2, 4, 0) and last.images_per_sec
+    assert progress.latest((logs / "worker-1.log").read_text().splitlines()) is None
+
+
 def _children(pid: int) -> list[int]:
     text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
     return [int(p) for p in text.split()]
