@@ -10,18 +10,21 @@ command forwards a local port to it through the API server, like `kubectl port-f
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TextIO
 
 import click
 
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
-from launcher.core import tensorboard
+from launcher.core import contract, tensorboard
 from launcher.core.errors import ExitStatus, NotFound, TflaunchError
+from launcher.local import console
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -62,13 +65,37 @@ def serve_local(logdir: Path, port: int) -> int:
     click.echo(f"TensorBoard on {logdir}: http://127.0.0.1:{port}/ (Ctrl-C stops it)", err=True)
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    process = subprocess.Popen(command)
+    debug = contract.debug_requested(os.environ)
+    env = dict(os.environ)
+    if not debug:  # TensorBoard needs no GPU: do not let TensorFlow probe CUDA and say so
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        env.setdefault("TF_ENABLED_DEVICE_TYPES", "CPU")
+    process = subprocess.Popen(command, env=env, stderr=None if debug else subprocess.PIPE,
+                               text=True, errors="replace")  # fmt: skip
+    relay = None
+    if process.stderr is not None:
+        relay = threading.Thread(target=_without_cpp_lines, args=(process.stderr,), daemon=True)
+        relay.start()
     try:
         return process.wait()
     except KeyboardInterrupt:
         process.terminate()
         process.wait()
         return ExitStatus.SUCCESS
+    finally:
+        if relay is not None:
+            relay.join(timeout=5)
+
+
+def _without_cpp_lines(stream: TextIO) -> None:
+    """TensorBoard's stderr without TensorFlow's C++ lines: those printed before
+    TF_CPP_MIN_LOG_LEVEL applies (absl's banner, oneDNN, the CUDA stub) read like failures on
+    a machine without GPUs, and TensorBoard itself needs none. TFLAUNCH_LOG_LEVEL=debug shows
+    them."""
+    for line in stream:
+        if not console.is_cpp_log_start(line):
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
 
 @click.command("tensorboard")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from launcher.core import contract, curves
+from launcher.local.console import is_cpp_log_start
 from launcher.local.runner import LocalPaths
 from tests.pictures import assert_rich_png
 
@@ -151,3 +152,6 @@ def test_tflaunch_tensorboard_serves_a_local_runs_scalars(local_run: Path) -> No
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=60)
     assert f"http://127.0.0.1:{port}/" in err
+    # TensorFlow's C++ lines (oneDNN, the CUDA stub, "failed call to cuInit") are noise here.
+    assert "absl::InitializeLog" not in err and "cuInit" not in err, err
+    assert not any(is_cpp_log_start(line) for line in err.splitlines()), err
