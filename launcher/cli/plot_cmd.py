@@ -36,8 +36,14 @@ def read_run(path: Path, label: str) -> curves.Curves:
     """One result.json as curves; a file that is not one is a SpecError naming it."""
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(str(path), f"cannot be read: {error}") from None
+    except OSError as error:
+        raise SpecError(str(path), f"cannot be read: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise SpecError(
+            str(path),
+            f"is not a {contract.RESULT_FILE} (not text); pass a run's {contract.RESULT_FILE} "
+            "(tflaunch local: tflaunch-runs/NAME/model/result.json)",
+        ) from None
     except ValueError as error:
         raise SpecError(
             str(path), f"is not JSON ({error}); pass a {contract.RESULT_FILE}"

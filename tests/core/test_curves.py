@@ -94,11 +94,12 @@ def test_a_runs_label_is_its_job_directory():
         ("{not json", "is not JSON"),
         ("[1, 2]", "is not a result.json"),
         ('{"history": {}}', "has no per-epoch history"),
+        ("\x89PNG\r\n\x1a\n\x00\xbd", "is not a result.json (not text)"),  # curves.png
     ],
 )
 def test_a_file_that_is_not_a_result_is_one_line_naming_it(tmp_path, capsys, content, message):
     bad = tmp_path / "bad.json"
-    bad.write_text(content)
+    bad.write_bytes(content.encode("latin-1"))
     assert run(["plot", str(bad), "-o", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err and message in err, err
