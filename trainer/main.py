@@ -23,6 +23,13 @@ from trainer.plan import Plan
 
 log = logging.getLogger("trainer")
 
+_failure: list[BaseException] = []
+"""The exception the last failed run ended with, kept until the process exits. Releasing it
+frees its frames' tf.data iterators, and that destructor can wait on a background thread for
+seconds (docs/performance.md, "Stalls at the end of fit"; once 47 s): a preempted worker that
+had saved sat there until its peer's heartbeats timed out, and the group's restart waited for
+it. `python -m trainer` ends with os._exit as soon as main() returns."""
+
 
 def restarts_from_env() -> int:
     """How often the group was restarted before this run ($TFLAUNCH_RESTARTS)."""
@@ -131,12 +138,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_warning = preflight.prepare_environment(os.environ, config.expect_gpus, debug)
         return program(config, env_warning, debug)
     except TrainerError as e:
+        _failure[:] = [e]
         # Preempted is not a failure: the group restarts and resumes where it saved.
         log.log(
             logging.WARNING if e.exit_code == contract.EXIT_PREEMPTED else logging.ERROR, "%s", e
         )
         return e.exit_code
     except Exception as e:
+        _failure[:] = [e]
         log.exception(
             "unexpected failure (%s: %s); exiting %d so the Job retries",
             type(e).__name__,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from launcher.core import contract
+from trainer.errors import TrainerError
 from trainer.synthetic import make_mnist_like
 
 from .conftest import Spawn, free_ports, tf_config
@@ -195,3 +196,37 @@ def test_an_unexpected_failure_names_the_exception_in_its_one_error_line(
     assert main.main(["--epochs", "1"]) == contract.EXIT_TRANSIENT
     (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
     assert "RuntimeError: disk on fire" in record.getMessage()
+
+
+class _Preempted(TrainerError):
+    exit_code = contract.EXIT_PREEMPTED
+
+
+@pytest.mark.parametrize(
+    ("failure", "code"),
+    [(_Preempted("preempted: every worker saved"), contract.EXIT_PREEMPTED),
+     (RuntimeError("disk on fire"), contract.EXIT_TRANSIENT)],
+)  # fmt: skip
+def test_a_failed_runs_frames_outlive_main_so_freeing_tf_data_cannot_delay_the_exit(
+    monkeypatch: pytest.MonkeyPatch, failure: Exception, code: int
+) -> None:
+    """The frames of a failed fit hold its tf.data iterators, whose destructor can block for
+    seconds; `python -m trainer` os._exits right after main() returns, before they are freed
+    (a preempted chief that had saved once sat 47 s in ~IteratorResource)."""
+    from trainer import main
+
+    freed: list[str] = []
+
+    class Iterator:  # stands in for fit's tf.data iterator: only the failed frame holds it
+        def __del__(self) -> None:
+            freed.append("iterator")
+
+    def fails(*args: object) -> int:
+        iterator = Iterator()  # noqa: F841
+        raise failure
+
+    monkeypatch.setattr(main, "program", fails)
+    monkeypatch.setattr(main.logs, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(main, "_failure", [])
+    assert main.main(["--epochs", "1"]) == code
+    assert freed == [], "the failed run's frames were freed before the process could exit"
