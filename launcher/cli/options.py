@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from launcher.core import program
 from launcher.core.spec import MultiWorkerJob, load_job, parse_assignment
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -78,7 +79,9 @@ def job_from_options(
             flags["name"] = stem if re.match(r"^[a-z]", stem) else f"job-{stem}".rstrip("-")
         flags["script"] = os.path.abspath(flags["script"])
     overrides += [(SPEC_FLAGS[k], v) for k, v in flags.items() if k in SPEC_FLAGS and v is not None]
-    return load_job(spec_file, overrides)
+    job = load_job(spec_file, overrides)
+    program.check_overrides(job.spec, [path for path, _ in overrides])
+    return job
 
 
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:

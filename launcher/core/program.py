@@ -9,6 +9,7 @@ worker wrapper runs). Mixing them is one SpecError naming the field. Called by
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from launcher.core import script
@@ -26,16 +27,18 @@ def own_program(spec: JobSpec) -> bool:
     return bool(spec.command) or spec.script is not None
 
 
+_BUILT_IN_ONLY = (
+    "configures only the built-in MNIST trainer, but spec.command/spec.script names your own "
+    "program; pass your program's flags in spec.args instead"
+)
+
+
 def validate(spec: JobSpec) -> None:
     """The rules of a program of the user's; raise the first SpecError."""
     defaults = type(spec.trainer)()
     for f in dataclasses.fields(defaults):
         if getattr(spec.trainer, f.name) != getattr(defaults, f.name):
-            raise SpecError(
-                f"spec.trainer.{f.metadata['key']}",
-                "configures only the built-in MNIST trainer, but spec.command/spec.script "
-                "names your own program; pass your program's flags in spec.args instead",
-            )
+            raise SpecError(f"spec.trainer.{f.metadata['key']}", _BUILT_IN_ONLY)
     for i, word in enumerate(spec.command):
         if not word or "\0" in word:
             raise SpecError(f"spec.command[{i}]", "must be a non-empty string")
@@ -46,6 +49,17 @@ def validate(spec: JobSpec) -> None:
         value = getattr(spec, name)
         if value is not None and value < 1:
             raise SpecError(f"spec.{_key(spec, name)}", f"must be at least 1, got {value}")
+
+
+def check_overrides(spec: JobSpec, paths: Sequence[str]) -> None:
+    """A spec.trainer field set on the command line (--epochs, --set spec.trainer.X) with a
+    program of the user's is an error even at its default value, which `validate` cannot
+    tell from unset: silently dropped, `--script train.py --epochs 3` would look obeyed."""
+    if not own_program(spec):
+        return
+    for path in paths:
+        if path == "spec.trainer" or path.startswith("spec.trainer."):
+            raise SpecError(path, _BUILT_IN_ONLY)
 
 
 def check_builtin_only(spec: JobSpec) -> None:

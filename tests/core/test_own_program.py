@@ -193,3 +193,23 @@ def test_the_multiworkerjob_the_cli_applies_carries_the_script_and_reads_back_th
     }
     assert document["spec"]["script"] == {"name": "train.py", "source": "print('mine')\n"}
     assert job_from_document(document) == job
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--epochs", "3"], ["--global-batch-size", "256"], ["--set", "spec.trainer.epochs=3"],
+     ["--set", "spec.trainer={}"]],
+)  # fmt: skip
+def test_a_trainer_flag_with_a_script_is_refused_even_at_its_default(tmp_path, capsys, flags):
+    path = tmp_path / "train.py"
+    path.write_text("print(1)\n")
+    assert run(["render", "--script", str(path), *flags]) == 2  # silently dropped before
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "spec.trainer" in err and "spec.args" in err
+
+
+def test_a_spec_files_default_trainer_settings_do_not_stop_a_script(tmp_path, capsys):
+    path = tmp_path / "train.py"
+    path.write_text("print(1)\n")
+    assert run(["render", EXAMPLE, "--script", str(path)]) == 0  # examples/mnist.yaml as a base
+    assert "ConfigMap" in capsys.readouterr().out
