@@ -95,3 +95,28 @@ def test_numpy_numbers_from_keras_make_a_valid_line() -> None:
     cb.on_train_batch_end(np.int64(3), {"loss": np.float32(0.25)})
     (shown,) = lines(stream)
     assert shown.position() == (2, 4) and shown.loss == pytest.approx(0.25)
+
+
+class CountedLoss:
+    """A loss as Keras hands it to batch hooks (a tensor): reading it is a host sync."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+        self.reads = 0
+
+    def __float__(self) -> float:
+        self.reads += 1
+        return self.value
+
+
+def test_the_loss_is_read_from_the_device_only_when_a_line_is_printed() -> None:
+    clock = Clock()
+    cb, stream = callback(clock)
+    assert cb._supports_tf_logs, "Keras must hand the batch hooks tensors, not numpy"
+    loss = CountedLoss(0.5)
+    cb.on_epoch_begin(0)
+    for batch in range(9):  # 9 hooks, 0.5 s apart: printed after the first and every 2 s
+        clock.now += 0.5
+        cb.on_train_batch_end(batch, {"loss": loss})
+    printed = len(lines(stream))
+    assert printed == 3 and loss.reads == printed, (printed, loss.reads)
