@@ -1,11 +1,13 @@
 """`tflaunch status` and `wait` show where training stands: the chief's latest progress from
 its log tail (here) or from the MultiWorkerJob's status.progress (tests/e2e/test_progress.py,
-on the real API server); and `wait`'s line stays short for any number of workers."""
+on the real API server); and `wait`'s line stays short for any number of workers and, on
+a terminal (a pty), is cut to its width."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from launcher.cli import job_progress
@@ -86,3 +88,31 @@ def test_wait_shows_the_chiefs_progress_from_its_log(
 
     assert result.code == 4, result  # still running
     assert "mnist: running, 2/2 workers running, epoch 2/5 step 120/469 ETA 1m20s, " in result.err
+
+
+def test_on_a_terminal_waits_line_is_redrawn_in_place_and_cut_to_its_width(
+    fake: FakeKubernetes, kubeconfig: Path, running_job: dict[str, Any]
+) -> None:
+    import os
+    import re
+    import sys
+
+    import pexpect
+
+    fake.log("mnist-worker-0-a0", LINE)
+    columns = 50
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "launcher", "wait", "mnist", "--timeout", "2", "--kubeconfig", str(kubeconfig)],
+        env=env, encoding="utf-8", dimensions=(24, columns), timeout=120,
+    )  # fmt: skip
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 4, child.before  # still running: timed out
+    # Each redraw: clear the line, write it, no newline (the final message has its own line).
+    parts = child.before.split("\r\x1b[2K")[1:]
+    drawn = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", p) for p in parts if p and "\n" not in p]
+    assert drawn and all(line.startswith("mnist: running") for line in drawn), parts
+    assert all(len(line) < columns for line in drawn), drawn  # never wraps: redrawable
+    assert any(line.endswith("…") for line in drawn), drawn  # cut, not just short
