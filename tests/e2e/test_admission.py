@@ -19,10 +19,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def crd(control_plane: ControlPlane) -> None:
     control_plane.kubectl("apply", "--server-side", "-f", str(ROOT / "manifests/operator/crd.yaml"))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "crd/multiworkerjobs.tflaunch.dev",
-        "--timeout=60s",
-    )  # fmt: skip
+    control_plane.wait_established("multiworkerjobs.tflaunch.dev")
 
 
 def _write(tmp_path: Path, document: dict) -> Path:

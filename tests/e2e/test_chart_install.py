@@ -167,13 +167,7 @@ def test_the_optional_service_monitor_is_accepted_by_the_prometheus_operators_cr
     )
     assert fetched.returncode == 0, fetched.stderr
     cp.kubectl("apply", "--server-side", "-f", str(Path(fetched.stdout.strip()) / "prometheus"))
-    eventually(
-        lambda: cp.kubectl(
-            "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com",
-            "--timeout=10s", check=False,
-        ).code == 0,
-        what="the ServiceMonitor CRD established",
-    )  # fmt: skip
+    cp.wait_established("servicemonitors.monitoring.coreos.com")
     release = Release(
         cp, namespace, "metrics.serviceMonitor.enabled=true",
         "metrics.serviceMonitor.labels.release=prometheus",
