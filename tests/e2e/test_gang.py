@@ -32,13 +32,7 @@ def _install_gang_crds(cp: ControlPlane) -> Path:
     where = Path(fetched.stdout.strip())
     for project in ("kueue", "volcano", "coscheduling"):
         cp.kubectl("apply", "--server-side", "-f", str(where / project))
-    crds = [f"crd/{VOLCANO}", f"crd/{COSCHEDULING}", "crd/localqueues.kueue.x-k8s.io"]
-    eventually(  # a CRD just created has no conditions yet, which `kubectl wait` calls an error
-        lambda: cp.kubectl(
-            "wait", "--for=condition=Established", *crds, "--timeout=10s", check=False
-        ).code == 0,
-        what="the gang schedulers' CRDs established",
-    )  # fmt: skip
+    cp.wait_established(VOLCANO, COSCHEDULING, "localqueues.kueue.x-k8s.io")
     return where
 
 
@@ -203,3 +197,29 @@ def test_the_operator_owns_the_podgroup_and_runs_the_gang_to_succeeded(
     eventually(_phase_is(cp, "og", namespace, "Succeeded"), what="phase Succeeded", timeout=120)
     cp.kubectl("delete", "mwj", "og", "-n", namespace)
     eventually(lambda: _gone(cp, COSCHEDULING, "og", namespace), what="the PodGroup deleted")
+
+
+def test_the_operators_podgroup_follows_an_edited_worker_count(
+    control_plane: ControlPlane, gang_crds: Path, operator: Operator, namespace: str
+) -> None:
+    # Jobs recreated for an edit (while suspended) with a PodGroup left at the old minMember
+    # would never be complete: the operator applies it again, it does not only create it.
+    cp = control_plane
+    cp.apply(_mwj("oe", namespace, pod_hooks(run_for="2s"), gang="coscheduling", suspend=True))
+    eventually(
+        lambda: cp.kubectl("get", COSCHEDULING, "oe", "-n", namespace, check=False).code == 0,
+        what="the operator's PodGroup",
+    )
+    assert cp.get(COSCHEDULING, "oe", "-n", namespace)["spec"]["minMember"] == 2
+    patch = '{"spec":{"workers":4,"trainer":{"globalBatchSize":256}}}'
+    cp.kubectl("patch", "mwj", "oe", "-n", namespace, "--type=merge", "-p", patch)
+    eventually(
+        lambda: cp.get(COSCHEDULING, "oe", "-n", namespace)["spec"]["minMember"] == 4,
+        what="minMember 4 after the edit",
+    )
+    completions = ("get", "job", "oe-worker", "-n", namespace, "--ignore-not-found",
+                   "-o", "jsonpath={.spec.completions}")  # fmt: skip
+    eventually(
+        lambda: cp.kubectl(*completions).out.strip() == "4",
+        what="the Job recreated for 4 workers",
+    )
