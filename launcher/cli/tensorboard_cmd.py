@@ -23,7 +23,7 @@ import click
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.core import contract, tensorboard
-from launcher.core.errors import ExitStatus, NotFound, TflaunchError
+from launcher.core.errors import ExitStatus, NotFound, SpecError, TflaunchError
 from launcher.local import console
 
 DEFAULT_TIMEOUT = 300.0
@@ -152,7 +152,13 @@ def tensorboard_command(
     logdir = local_logdir(name, workdir)
     if logdir is not None:
         return serve_local(logdir, port)
-    cluster = connect(kubeconfig, kube_context)
+    try:
+        cluster = connect(kubeconfig, kube_context)
+    except SpecError as error:  # maybe a local run, looked for in the wrong directory
+        raise SpecError(
+            error.field,
+            f"{error.message}; for a local run: no ./tflaunch-runs/{name} here, pass its --workdir",
+        ) from None
     from launcher.cli.wait_cmd import not_found
     from launcher.cluster import client, portforward
     from launcher.cluster import tensorboard as remote

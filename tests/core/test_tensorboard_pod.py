@@ -99,3 +99,12 @@ def test_the_default_workdir_is_the_local_runs_and_otherwise_the_cluster(tmp_pat
     assert local_logdir("mnist", None) is None
     (tmp_path / "tflaunch-runs" / "mnist").mkdir(parents=True)
     assert local_logdir("mnist", None) == Path("tflaunch-runs/mnist/tensorboard")
+
+
+def test_no_local_run_here_and_no_kubeconfig_names_both_ways(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not where `tflaunch local` ran: no ./tflaunch-runs/mnist
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert run(["tensorboard", "mnist"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no kubeconfig" in err, err
+    assert "tflaunch-runs/mnist" in err and "--workdir" in err, err
