@@ -4,8 +4,8 @@ lines a trainer would print):
 
 - the operator's own refresh copies the chief's latest `TFLAUNCH_PROGRESS` line into
   status.progress, and on success its `TFLAUNCH_RESULT` line into status.result;
-- `tflaunch status` of a job submitted by the CLI shows where training stands from the
-  chief's log tail.
+- `tflaunch status` and `wait` of a job submitted by the CLI show where training stands
+  from the chief's log tail.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_the_operator_copies_progress_and_result_from_the_chiefs_log(
     assert "0.9871" in shown.out, shown
 
 
-def test_status_of_a_cli_job_shows_progress_from_the_chiefs_log(
+def test_status_and_wait_of_a_cli_job_show_progress_from_the_chiefs_log(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     cp = control_plane
@@ -77,3 +77,6 @@ def test_status_of_a_cli_job_shows_progress_from_the_chiefs_log(
         "training: epoch 2/5, step 120/469, loss 0.1234, 3457 images/s, ETA 1m20s "
         "(the chief's log)" in shown.out
     ), shown
+    wait = cp.tflaunch("wait", "cli", "-n", namespace, "--timeout", "3")
+    assert wait.code == 4, wait  # runs forever: timed out
+    assert "epoch 2/5 step 120/469 ETA 1m20s" in wait.err, wait
