@@ -29,11 +29,14 @@ LOCAL_FLAGS = {
 
 
 def split_trainer_args(
-    spec_file: str | None, trainer_args: tuple[str, ...]
+    spec_file: str | None, trainer_args: tuple[str, ...], spec_filename: str | None = None
 ) -> tuple[str | None, tuple[str, ...]]:
     """After `--` every word is positional, so with no SPEC click hands the first trainer
-    flag to SPEC: `tflaunch local -- --seed 1`. A SPEC never starts with '-' (but '-')."""
-    if spec_file is not None and spec_file.startswith("-") and spec_file != "-":
+    flag to SPEC: `tflaunch local -- --seed 1`. A SPEC never starts with '-' (but '-').
+    With `-f FILE` naming the spec, every positional word is the program's."""
+    if spec_file is not None and (
+        spec_filename is not None or (spec_file.startswith("-") and spec_file != "-")
+    ):
         return None, (spec_file, *trainer_args)
     return spec_file, trainer_args
 
@@ -41,7 +44,9 @@ def split_trainer_args(
 def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(spec_file: str | None, trainer_args: tuple[str, ...], **kwargs: Any) -> Any:
-        spec_file, trainer_args = split_trainer_args(spec_file, trainer_args)
+        spec_file, trainer_args = split_trainer_args(
+            spec_file, trainer_args, kwargs.get("spec_filename")
+        )
         return func(spec_file=spec_file, trainer_args=trainer_args, **kwargs)
 
     return wrapper

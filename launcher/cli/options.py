@@ -44,6 +44,10 @@ def spec_options(func: F) -> F:
     """SPEC argument plus the flags that override it."""
     decorators = [
         click.argument("spec_file", metavar="[SPEC]", required=False),
+        click.option(
+            "-f", "--filename", "spec_filename", metavar="FILE",
+            help="The spec file, as kubectl's -f (the same as SPEC).",
+        ),
         click.option("--name", help="metadata.name of the job."),
         click.option("-n", "--namespace", help="Kubernetes namespace."),
         click.option("--image", help="Trainer image."),
@@ -117,12 +121,28 @@ def connect(kubeconfig: str | None, kube_context: str | None) -> Cluster:
     return client.connect(kubeconfig, kube_context, notify=notify)
 
 
+def one_spec_file(argument: str | None, flag: str | None) -> str | None:
+    """SPEC or `-f/--filename` (kubectl's spelling); both at once is a usage error."""
+    if argument is not None and flag is not None:
+        raise click.UsageError(
+            f"the spec is given twice ({flag} by -f/--filename and {argument} as SPEC); "
+            "give one of them"
+        )
+    return flag if flag is not None else argument
+
+
 def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn the spec arguments into a `job` keyword for the command body."""
 
     @functools.wraps(func)
-    def wrapper(spec_file: str | None, assignments: tuple[str, ...], **kwargs: Any) -> Any:
+    def wrapper(
+        spec_file: str | None,
+        spec_filename: str | None,
+        assignments: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
         flags = pop_spec_flags(kwargs)
+        spec_file = one_spec_file(spec_file, spec_filename)
         return func(job=job_from_options(spec_file, assignments, **flags), **kwargs)
 
     return wrapper
