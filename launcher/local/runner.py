@@ -301,19 +301,26 @@ class _Group:
     def stop(self) -> None:
         """SIGTERM every worker's process group (a training worker saves, then exits
         EXIT_PREEMPTED), SIGKILL what is left after the grace period, or
-        BROKEN_GROUP_GRACE_SECONDS after a worker ended without saving."""
+        BROKEN_GROUP_GRACE_SECONDS after a worker ended without saving, or at once on a
+        second Ctrl-C/SIGTERM (re-raised as KeyboardInterrupt: the run ends)."""
         for process in self.processes:
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + self._grace_seconds
-        while any(p.poll() is None for p in self.processes) and time.monotonic() < deadline:
-            if self._broken():
-                deadline = min(deadline, time.monotonic() + BROKEN_GROUP_GRACE_SECONDS)
-            time.sleep(POLL_SECONDS / 4)
+        interrupted = False
+        try:
+            while any(p.poll() is None for p in self.processes) and time.monotonic() < deadline:
+                if self._broken():
+                    deadline = min(deadline, time.monotonic() + BROKEN_GROUP_GRACE_SECONDS)
+                time.sleep(POLL_SECONDS / 4)
+        except (KeyboardInterrupt, _Terminated):
+            interrupted = True  # asked again while they save: stop them now, then end the run
         for process in self.processes:
             _signal_group(process, signal.SIGKILL)
             process.wait()
         for thread in self._threads:
             thread.join(timeout=2.0)
+        if interrupted:
+            raise KeyboardInterrupt
 
     def _broken(self) -> bool:
         """A worker ended without saving (neither done nor preempted-and-saved)."""
@@ -382,6 +389,11 @@ def run_local(
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):
+                    console.message(
+                        f"tflaunch: stopping: every worker saves and exits (up to "
+                        f"{job.spec.termination_grace_period_seconds}s); Ctrl-C again stops "
+                        "them at once"
+                    )
                     group.stop()
                     raise KeyboardInterrupt from None
                 finally:

@@ -75,3 +75,33 @@ def test_a_user_stop_kills_the_rest_once_one_worker_ended_without_saving(tmp_pat
     finally:
         for process in group.processes:
             process.kill()
+
+
+def test_a_second_interrupt_while_the_workers_save_stops_them_at_once(tmp_path):
+    """Ctrl-C again while stopping: kill now (a plain MWMS program ignores SIGTERM, and the
+    wait would be the whole grace period), and the interrupt still ends the run."""
+    import _thread
+
+    group = _group(tmp_path, _SAVES_FOREVER, _SAVES_FOREVER, grace=3600)
+    rescued: list[bool] = []
+    rescue = threading.Timer(120, lambda: [rescued.append(True), *map(_kill, group.processes)])
+    try:
+        time.sleep(1)  # both have their handler
+        rescue.start()
+        threading.Timer(1.0, _thread.interrupt_main).start()
+        try:
+            group.stop()
+        except KeyboardInterrupt:
+            pass  # the run ends: tflaunch local's caller says "interrupted"
+        else:
+            raise AssertionError("the second interrupt was swallowed: the run would go on")
+        assert not rescued, "the workers were still saving 120 s after the second interrupt"
+        assert [p.returncode for p in group.processes] == [-9, -9]
+    finally:
+        rescue.cancel()
+        for process in group.processes:
+            process.kill()
+
+
+def _kill(process) -> None:
+    process.kill()
