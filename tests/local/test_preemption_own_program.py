@@ -48,7 +48,7 @@ try:
               callbacks=[PreemptionBackup(backup_dir, "epoch", sigterm, STEPS)])
 except Preempted as saved:
     print(saved, flush=True)
-    sys.exit(79)
+    os._exit(79)
 print("optimizer steps", int(model.optimizer.iterations.numpy()), flush=True)
 """
 
@@ -93,7 +93,7 @@ checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
 handler = tf.distribute.experimental.PreemptionCheckpointHandler(
     strategy.cluster_resolver, checkpoint,
     os.path.join(os.environ["TFLAUNCH_CHECKPOINT_DIR"], "loop"),
-    tf.distribute.experimental.TerminationConfig(exit_fn=lambda: sys.exit(79), grace_period=0),
+    tf.distribute.experimental.TerminationConfig(exit_fn=lambda: os._exit(79), grace_period=0),
 )
 print("starting at step", int(step.numpy()), flush=True)
 while step.numpy() < TOTAL:
