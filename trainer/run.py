@@ -213,6 +213,8 @@ class Program:
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
         self.last_line = ""
+        self.saved_line = ""
+        """The program's last "preempted: every worker saved at step N" line, if any."""
         try:
             self.process = subprocess.Popen(
                 list(command), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -257,6 +259,8 @@ class Program:
                 # is quoted by its message only, not with a second timestamp and label.
                 ours = contract.TRAINER_LOG_LINE.match(line)
                 self.last_line = (ours.group("message") if ours else line)[:500]
+                if contract.saved_step(self.last_line) is not None:
+                    self.saved_line = self.last_line
 
     def signal(self, sig: int) -> None:
         if self.process.poll() is None:
@@ -335,6 +339,8 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
         log.info("the program finished")
     elif code == contract.EXIT_PREEMPTED:
         log.info("the program was preempted and saved (exit %d)", code)
+        # Where status, wait and the operator read the step the group resumes at.
+        termination_message(program.saved_line or f"preempted and saved (exit {code})")
     else:
         then = (
             "a configuration error, not retried"

@@ -357,3 +357,21 @@ def test_a_trainer_format_line_is_quoted_by_its_message_only(tmp_path: Path) -> 
     assert done.returncode == contract.EXIT_TRANSIENT, done.stderr
     assert message.startswith("a peer died; exiting so that the group restarts (the ")
     assert "ERROR 12:00:01" not in done.stderr
+
+
+def test_a_preemption_leaves_the_saved_step_as_the_pods_termination_message(
+    tmp_path: Path,
+) -> None:
+    """`tflaunch status`, `wait` and the operator read "resumed at step N" from here."""
+    saved = (
+        "12:00:01 [worker 1/2] WARNING preempted: every worker saved at step 70 (epoch 2, step "
+        "30 of 40); exiting 79 so that the group restarts and resumes there"
+    )
+    program = (
+        f"import sys; print({saved!r}, file=sys.stderr); "
+        "print('/job:worker/replica:0/task:1', file=sys.stderr); sys.exit(79)"
+    )  # a TensorFlow error's continuation line after it must not hide it
+    done, message = _wrapped_with_termination_log(tmp_path, program)
+    assert done.returncode == contract.EXIT_PREEMPTED, done.stderr
+    assert contract.saved_step(message) == 70, message
+    assert message.startswith("preempted: every worker saved at step 70"), message
