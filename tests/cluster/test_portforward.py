@@ -16,7 +16,10 @@ import pytest
 from launcher.cluster.portforward import Forwarder
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class HelloHandler(http.server.BaseHTTPRequestHandler):
+    """A server that answers every GET with its path and 200 KB (also the e2e TensorBoard
+    stand-in)."""
+
     def do_GET(self) -> None:
         body = (f"hello from {self.path}" + "x" * 200_000).encode()
         self.send_response(200)
@@ -31,7 +34,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def pod() -> Iterator[tuple[str, int]]:
     """Stands in for TensorBoard in the pod."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HelloHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server.server_address[0], server.server_address[1]

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core import contract, progress
-from launcher.core.progress import Progress
+from launcher.core import contract
 from tests.e2e.conftest import ControlPlane, cri_log_line, eventually, pod_hooks
 from tests.e2e.test_operator import Operator, _mwj, _phase_is, _status, operator  # noqa: F401
+from tests.e2e.test_progress import LINE, assert_status_and_wait_show_line
 
 pytestmark = pytest.mark.e2e
 
-PROGRESS = progress.format_line(Progress(2, 5, 120, 469, 0.1234, 3456.7, 80.0))
+PROGRESS = LINE
 RESULT = {"test_accuracy": 0.9871, "test_loss": 0.0412, "epochs": 5}
 
 
@@ -71,12 +71,4 @@ def test_status_and_wait_of_a_cli_job_show_progress_from_the_chiefs_log(
     assert run.code == 0, run
     cp.wait_active(namespace, "cli-worker")
 
-    shown = cp.tflaunch("status", "cli", "-n", namespace)
-    assert shown.code == 0, shown
-    assert (
-        "training: epoch 2/5, step 120/469, loss 0.1234, 3457 images/s, ETA 1m20s "
-        "(the chief's log)" in shown.out
-    ), shown
-    wait = cp.tflaunch("wait", "cli", "-n", namespace, "--timeout", "3")
-    assert wait.code == 4, wait  # runs forever: timed out
-    assert "epoch 2/5 step 120/469 ETA 1m20s" in wait.err, wait
+    assert_status_and_wait_show_line(cp, "cli", namespace, "(the chief's log)")

@@ -48,16 +48,7 @@ def test_the_operators_progress_shows_in_kubectl_status_and_wait(
     assert header[:6] == ["NAME", "PHASE", "WORKERS", "RESTARTS", "EPOCH", "ETA"], table
     assert row[:6] == ["train", "Running", "2/2", "0", "2/5", "1m20s"], table
 
-    status = cp.tflaunch("status", "train", "-n", namespace)
-    assert status.code == 0, status
-    assert (
-        "training: epoch 2/5, step 120/469, loss 0.1234, 3457 images/s, ETA 1m20s "
-        "(status.progress, " in status.out
-    ), status
-
-    wait = cp.tflaunch("wait", "train", "-n", namespace, "--timeout", "3")
-    assert wait.code == 4, wait  # runs forever: timed out
-    assert "epoch 2/5 step 120/469 ETA 1m20s" in wait.err, wait
+    assert_status_and_wait_show_line(cp, "train", namespace, "(status.progress, ")
     # The operator, reconciling meanwhile, keeps what it did not read anew.
     kept = cp.get("mwj", "train", "-n", namespace)["status"]["progress"]
     assert (kept["epochText"], kept["eta"], kept["etaSeconds"]) == ("2/5", "1m20s", 80.0)
@@ -80,3 +71,18 @@ def test_a_cli_job_whose_chief_has_no_log_shows_no_progress_and_no_error(
     assert "training:" not in status.out and "Running" in status.out, status
     wait = cp.tflaunch("wait", "nolog", "-n", namespace, "--timeout", "2")
     assert wait.code == 4 and "epoch" not in wait.err, wait
+
+
+def assert_status_and_wait_show_line(
+    cp: ControlPlane, name: str, namespace: str, source: str
+) -> None:
+    """`status` and `wait` of a job whose progress is LINE's, read from `source`."""
+    status = cp.tflaunch("status", name, "-n", namespace)
+    assert status.code == 0, status
+    assert (
+        f"training: epoch 2/5, step 120/469, loss 0.1234, 3457 images/s, ETA 1m20s {source}"
+        in status.out
+    ), status
+    wait = cp.tflaunch("wait", name, "-n", namespace, "--timeout", "3")
+    assert wait.code == 4, wait  # runs forever: timed out
+    assert "epoch 2/5 step 120/469 ETA 1m20s" in wait.err, wait

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from launcher.core import tensorboard
+from tests.cluster.test_portforward import HelloHandler
 from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, stop_process, write_spec
 
 pytestmark = pytest.mark.e2e
@@ -90,20 +91,6 @@ def test_an_unknown_job_is_one_line(control_plane: ControlPlane, namespace: str)
     assert run.code != 0 and run.err.count("\n") == 1 and "job ghost not found" in run.err, run
 
 
-class _StandIn(http.server.BaseHTTPRequestHandler):
-    """What TensorBoard would answer, in the test's process."""
-
-    def do_GET(self) -> None:
-        body = f"TensorBoard stand-in: {self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def _claim(namespace: str, name: str) -> list[dict[str, object]]:
     """A PersistentVolume bound to claim `name` (the scheduler places no pod whose claim is
     unbound): hostPath, never touched, since kwok runs no containers."""
@@ -133,7 +120,7 @@ def test_tensorboard_forwards_a_local_port_to_the_pod_through_the_api_server(
 ) -> None:
     cp = control_plane
     cp.apply(_claim(namespace, "shared-ckpt"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HelloHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     forwarder = None
     try:
@@ -152,7 +139,7 @@ def test_tensorboard_forwards_a_local_port_to_the_pod_through_the_api_server(
         url = said.split(": ", 1)[1].split()[0]
         for page in ("/", "/data/runs"):  # each request is a new stream through the server
             with urllib.request.urlopen(url.rstrip("/") + page, timeout=30) as response:
-                assert response.read().decode() == f"TensorBoard stand-in: {page}"
+                assert response.read().decode().startswith(f"hello from {page}xxx")
         forwarder.send_signal(signal.SIGINT)
         assert forwarder.wait(timeout=60) == 0
     finally:
