@@ -28,7 +28,8 @@ def build(cls: type[T], data: Any, path: str) -> T:
     fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key in data:
         if key not in fields:
-            raise SpecError(_join(path, str(key)), _unknown_key_hint(str(key), list(fields)))
+            text = str(key) if str(key).isprintable() else repr(str(key))  # one line: "\n"
+            raise SpecError(_join(path, text), _unknown_key_hint(str(key), list(fields)))
     values: dict[str, Any] = {}
     for key, field in fields.items():
         where = _join(path, key)

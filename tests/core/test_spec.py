@@ -149,3 +149,15 @@ def test_render_works_with_flags_alone(capsys):
     assert run(["render", "--workers", "4", "--gpus", "1", "--image", "r.io/t:1"]) == 0
     out = capsys.readouterr().out
     assert "r.io/t:1" in out and "completions: 4" in out
+
+
+@pytest.mark.parametrize("key", ["\n", "a\tb", "x\x00"])
+def test_an_unknown_key_that_is_not_printable_is_named_on_one_line(key):
+    from launcher.core.spec import job_from_document
+
+    document = default_document()
+    document["spec"][key] = None
+    with pytest.raises(SpecError) as caught:
+        job_from_document(document)
+    assert caught.value.field == f"spec.{key!r}"
+    assert str(caught.value).isprintable(), str(caught.value)  # one line, no control characters
