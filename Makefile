@@ -62,7 +62,7 @@ bench: install ## Run every benchmark (short; FULL=1 the long ones), each rewrit
 	$(BENCH_ENV) $(BIN)/python bench/bench_scaling.py --write-docs
 	$(BENCH_ENV) $(BIN)/python bench/bench_startup.py --write-docs
 	$(BENCH_ENV) $(BIN)/python bench/bench_recovery.py --write-docs
-	$(BENCH_ENV) $(BIN)/python bench/bench_preemption.py --write-docs $(if $(filter 1 yes true,$(FULL)),--runs 4)
+	$(BENCH_ENV) $(BIN)/python bench/bench_preemption.py --write-docs
 	$(BENCH_ENV) $(BIN)/python bench/bench_local.py --write-docs $(if $(filter 1 yes true,$(FULL)),--repeats 3,--epochs 1)
 	$(BENCH_ENV) $(BIN)/python bench/bench_cluster.py
 	$(BENCH_ENV) $(BIN)/python bench/bench_operator.py --write-docs

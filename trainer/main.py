@@ -8,7 +8,6 @@ fast runs before the strategy waits for peers.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -109,13 +108,6 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
         summaries.write_curves(result, config.model_dir, _run_label(config.model_dir))
     log.info("done")
     return contract.EXIT_OK
-
-
-def termination_message(text: str, path: str = contract.TERMINATION_MESSAGE_PATH) -> None:
-    """Leave `text` in the pod's terminated state (only in a pod: the file exists there)."""
-    if os.path.exists(path):
-        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as f:
-            f.write(text)
 
 
 def _run_label(model_dir: str) -> str:

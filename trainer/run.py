@@ -48,7 +48,7 @@ PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contra
 _CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 """TensorFlow's C++ log lines: never the program's own last word."""
 _PR_SET_PDEATHSIG = 1
-TERMINATION_LOG = Path("/dev/termination-log")
+TERMINATION_LOG = Path(contract.TERMINATION_MESSAGE_PATH)
 """Kubernetes' default terminationMessagePath: what is written there shows in the pod's
 status (`tflaunch status`, the operator's failure message), not only in its log."""
 
