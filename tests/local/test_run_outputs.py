@@ -11,7 +11,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from launcher.core import contract, curves
@@ -19,17 +18,10 @@ from launcher.local.console import is_cpp_log_start
 from launcher.local.runner import LocalPaths
 from tests.pictures import assert_rich_png
 
+from .conftest import LOCAL_RUN_EPOCHS, LocalRun
+
 TRAIN_TAGS = {"loss", "accuracy", "learning_rate", "images_per_sec", "epoch_loss", "epoch_accuracy"}
 TEST_TAGS = {"epoch_loss", "epoch_accuracy", "evaluation_loss", "evaluation_accuracy"}
-
-
-@pytest.fixture(scope="module")
-def mnist_npz(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trainer.synthetic import make_mnist_like
-
-    path = tmp_path_factory.mktemp("data") / "mnist.npz"
-    np.savez(path, **make_mnist_like(train=2048, test=256, seed=3))
-    return path
 
 
 def _scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
@@ -47,16 +39,10 @@ def _scalars(directory: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory: pytest.TempPathFactory, mnist_npz: Path) -> Path:
-    workdir = tmp_path_factory.mktemp("run") / "pictures"
-    run = subprocess.run(
-        [sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "3",
-         "--data", str(mnist_npz), "--workdir", str(workdir), "--global-batch-size", "64",
-         "--", "--steps-per-execution", "4"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return workdir
+def local_run(finished_local_run: LocalRun) -> Path:
+    """The shared finished 2-worker run (tests/local/conftest.py): 3 epochs."""
+    assert LOCAL_RUN_EPOCHS == 3  # the assertions below count 3 epochs
+    return finished_local_run.workdir
 
 
 @pytest.mark.tf

@@ -18,6 +18,8 @@ from launcher.core import contract, progress
 from launcher.core.spec import load_job
 from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 
+from .conftest import LOCAL_RUN_EPOCHS, LOCAL_RUN_EVAL_STEPS, LocalRun, default_env
+
 # --- the pure parts ------------------------------------------------------------------------
 
 
@@ -175,33 +177,21 @@ def _alive(pid: int) -> bool:
     return " Z " not in stat  # a zombie is dead, only not yet reaped
 
 
-def _default_env() -> dict[str, str]:
-    """The user's environment without anything that changes what TensorFlow logs."""
-    quiet = ("TF_CPP_MIN_LOG_LEVEL", contract.ENV_LOG_LEVEL, "TFLAUNCH_LOCAL_VERBOSE")
-    return {key: value for key, value in os.environ.items() if key not in quiet}
-
-
 CPP_LOG_LINE = re.compile(r"\b[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\]")
 """TensorFlow's C++ (absl) log line: `E0000 00:00:1796050260.220975 5641 file.cc:52] ...`."""
 
 
 @pytest.mark.tf
 def test_two_local_workers_train_in_sync_and_the_console_shows_no_tensorflow_noise(
-    tmp_path, mnist_npz
+    finished_local_run: LocalRun,
 ):
-    run = subprocess.run(
-        _tflaunch("--workers", "2", "--epochs", "2", "--data", str(mnist_npz),
-                  "--workdir", str(tmp_path), "--", "--max-test-examples", "256",
-                  "--steps-per-execution", "2"),
-        capture_output=True, text=True, timeout=240, env=_default_env(),
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    result = json.loads((tmp_path / "model" / contract.RESULT_FILE).read_text())
+    run, workdir, epochs = finished_local_run, finished_local_run.workdir, LOCAL_RUN_EPOCHS
+    result = json.loads((workdir / "model" / contract.RESULT_FILE).read_text())
     assert result["workers"] == 2 and result["replicas"] == 2 and result["restarts"] == 0
     assert result["history"]["loss"][-1] < result["history"]["loss"][0]
     # Off a terminal: plain progress lines (each epoch's end at least), not every worker line.
-    for epoch in (1, 2):
-        epoch_end = rf"^tflaunch: mnist: epoch {epoch}/2, step (\d+)/\1, loss \d"
+    for epoch in range(1, epochs + 1):
+        epoch_end = rf"^tflaunch: mnist: epoch {epoch}/{epochs}, step (\d+)/\1, loss \d"
         assert re.search(epoch_end, run.stdout, re.MULTILINE), run.stdout
     assert "[worker 0] " not in run.stdout and "INFO" not in run.stdout, run.stdout
     assert "succeeded" in run.stdout
@@ -210,12 +200,15 @@ def test_two_local_workers_train_in_sync_and_the_console_shows_no_tensorflow_noi
         assert noise not in console, console
     assert not CPP_LOG_LINE.search(console), console
     # ... and the full logs keep TensorFlow's own lines.
-    full_log = (tmp_path / "logs" / "worker-1.log").read_text()
-    assert "[worker 1/2] INFO epoch 2/2" in full_log and CPP_LOG_LINE.search(full_log)
-    assert "eval_steps=1" in full_log, "trainer args after -- must reach the trainer"
+    full_log = (workdir / "logs" / "worker-1.log").read_text()
+    assert f"[worker 1/2] INFO epoch {epochs}/{epochs}" in full_log and CPP_LOG_LINE.search(
+        full_log
+    )
+    eval_steps = f"eval_steps={LOCAL_RUN_EVAL_STEPS}"
+    assert eval_steps in full_log, "trainer args after -- must reach the trainer"
     assert progress.latest(full_log.splitlines()) is None, "only the chief reports progress"
-    chief_log = (tmp_path / "logs" / "worker-0.log").read_text().splitlines()
-    assert_sane_progress(chief_log, epochs=2, fit_seconds=result["fit_seconds"])
+    chief_log = (workdir / "logs" / "worker-0.log").read_text().splitlines()
+    assert_sane_progress(chief_log, epochs=epochs, fit_seconds=result["fit_seconds"])
 
 
 def assert_sane_progress(log: list[str], epochs: int, fit_seconds: float) -> None:
@@ -241,7 +234,7 @@ def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_
                   # Let TensorFlow probe CUDA: on a machine without GPUs, every worker
                   # then logs the C++ line "E0000 ... cuInit: ... UNKNOWN ERROR (303)".
                   "--set", "spec.env.TF_ENABLED_DEVICE_TYPES=CPU,GPU"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_default_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=default_env(),
     )  # fmt: skip
     try:
         checkpoints = tmp_path / "checkpoints"

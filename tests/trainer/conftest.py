@@ -123,13 +123,11 @@ class Worker:
 Spawn = Callable[..., Worker]
 
 
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawn]:
-    """Start `python -m trainer ARGS` with a clean environment; kills leftovers at the end.
+def spawner(directory: Path, started: list[Worker]) -> Spawn:
+    """Start `python -m trainer ARGS` in `directory` with a clean environment.
 
-    HOME points into tmp_path so that Keras' cache (~/.keras/datasets) is empty.
+    HOME points into `directory` so that Keras' cache (~/.keras/datasets) is empty.
     """
-    started: list[Worker] = []
 
     def start(
         args: Sequence[str],
@@ -150,16 +148,16 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
             )
         }
         environment.update(
-            PYTHONPATH=str(REPO), HOME=str(tmp_path / "home"), TF_CPP_MIN_LOG_LEVEL="2"
+            PYTHONPATH=str(REPO), HOME=str(directory / "home"), TF_CPP_MIN_LOG_LEVEL="2"
         )
         if tf_config is not None:
             environment[contract.ENV_TF_CONFIG] = tf_config
         environment.update(env or {})
-        stem = tmp_path / f"worker{index}-{len(started)}"
+        stem = directory / f"worker{index}-{len(started)}"
         with open(f"{stem}.out", "wb") as out, open(f"{stem}.err", "wb") as err:
             process = subprocess.Popen(
                 [sys.executable, "-m", "trainer", *args],
-                cwd=tmp_path,
+                cwd=directory,
                 env=environment,
                 stdout=out,
                 stderr=err,
@@ -168,7 +166,23 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
         started.append(worker)
         return worker
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawn]:
+    """`spawner` in the test's tmp_path; kills leftovers at the end."""
+    started: list[Worker] = []
+    yield spawner(tmp_path, started)
+    for worker in started:
+        worker.kill()
+
+
+@pytest.fixture(scope="module")
+def spawn_for_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Spawn]:
+    """`spawner` for module-scoped runs (one run that several tests read)."""
+    started: list[Worker] = []
+    yield spawner(tmp_path_factory.mktemp("workers"), started)
     for worker in started:
         worker.kill()
 
@@ -176,8 +190,7 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
 SpawnGroup = Callable[..., list[Worker]]
 
 
-@pytest.fixture
-def spawn_group(spawn: Spawn) -> SpawnGroup:
+def group_spawner(spawn: Spawn) -> SpawnGroup:
     """Start N workers on loopback with free ports and one TF_CONFIG each."""
 
     def start(
@@ -189,3 +202,13 @@ def spawn_group(spawn: Spawn) -> SpawnGroup:
         ]
 
     return start
+
+
+@pytest.fixture
+def spawn_group(spawn: Spawn) -> SpawnGroup:
+    return group_spawner(spawn)
+
+
+@pytest.fixture(scope="module")
+def spawn_group_for_module(spawn_for_module: Spawn) -> SpawnGroup:
+    return group_spawner(spawn_for_module)

@@ -4,6 +4,7 @@ and the right exit code, before any heavy work (most of these never import Tenso
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -15,7 +16,7 @@ from launcher.core import contract
 from trainer.errors import TrainerError
 from trainer.synthetic import make_mnist_like
 
-from .conftest import Spawn, free_ports, tf_config
+from .conftest import Spawn, Worker, free_ports, tf_config
 
 pytestmark = pytest.mark.tf
 
@@ -37,7 +38,7 @@ def error_lines(stderr: str) -> list[str]:
 
 
 def assert_config_error(worker: object, *phrases: str) -> str:
-    code = worker.wait(60)  # type: ignore[attr-defined]
+    code = worker.wait(120)  # only a guard against a hang  # type: ignore[attr-defined]
     stderr: str = worker.stderr  # type: ignore[attr-defined]
     assert code == contract.EXIT_CONFIG_ERROR, stderr
     errors = error_lines(stderr)
@@ -91,13 +92,6 @@ def test_a_bad_flag_exits_with_a_config_error_instead_of_a_retryable_2(
     assert "tensorflow" not in worker.stderr.lower()  # refused before TensorFlow loads
 
 
-def test_missing_data_names_both_ways_to_provide_it(spawn: Spawn, tmp_path: Path) -> None:
-    line = assert_config_error(
-        spawn(FAST), "--data", "TFLAUNCH_DATA", "/opt/tflaunch/mnist.npz", "storage.googleapis.com"
-    )
-    assert "Keras' download failed" in line
-
-
 def test_data_path_from_the_environment_is_checked_too(spawn: Spawn, tmp_path: Path) -> None:
     worker = spawn(FAST, env={contract.ENV_DATA: str(tmp_path / "absent.npz")})
     assert_config_error(worker, "absent.npz does not exist")
@@ -112,21 +106,60 @@ def test_malformed_npz_names_the_array(spawn: Spawn, tmp_path: Path) -> None:
     )
 
 
-def test_indivisible_global_batch_is_a_config_error(spawn: Spawn, mnist_npz: Path) -> None:
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    worker = spawn(
-        ["--data", str(mnist_npz), *FAST, "--global-batch-size", "65"],
-        tf_config=tf_config(addresses, 0),
+@dataclasses.dataclass
+class Failing:
+    workers: dict[str, Worker]
+    absent_peer: str
+    """The second worker in the "no peer" worker's TF_CONFIG: nobody listens there."""
+
+
+@pytest.fixture(scope="module")
+def failing_after_tensorflow_loads(spawn_for_module: Spawn, mnist_npz: Path) -> Failing:
+    """The configuration errors found only once TensorFlow is imported (Keras' download,
+    the devices and the replicas they make, the peers), started all at once: each process
+    pays TensorFlow's import (seconds), and they share nothing. Each test below waits for
+    its own."""
+    data = ["--data", str(mnist_npz), *FAST]
+    pair = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    alone = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    workers = {
+        "missing data": spawn_for_module(FAST),
+        "indivisible": spawn_for_module(
+            [*data, "--global-batch-size", "65"], tf_config=tf_config(pair, 0)
+        ),
+        "no gpu": spawn_for_module([*data, "--expect-gpus", "1"]),
+        "no peer": spawn_for_module(
+            [*data, "--rendezvous-timeout", "3"], tf_config=tf_config(alone, 0)
+        ),
+    }
+    return Failing(workers, absent_peer=alone[1])
+
+
+def test_missing_data_names_both_ways_to_provide_it(
+    failing_after_tensorflow_loads: Failing,
+) -> None:
+    line = assert_config_error(
+        failing_after_tensorflow_loads.workers["missing data"],
+        "--data",
+        "TFLAUNCH_DATA",
+        "/opt/tflaunch/mnist.npz",
+        "storage.googleapis.com",
     )
+    assert "Keras' download failed" in line
+
+
+def test_indivisible_global_batch_is_a_config_error(
+    failing_after_tensorflow_loads: Failing,
+) -> None:
+    worker = failing_after_tensorflow_loads.workers["indivisible"]
     assert_config_error(worker, "not divisible by the 2 replicas", "64 or 66")
 
 
 def test_expected_gpus_not_visible_is_a_config_error_with_the_checklist(
-    spawn: Spawn, mnist_npz: Path
+    failing_after_tensorflow_loads: Failing,
 ) -> None:
-    worker = spawn(["--data", str(mnist_npz), *FAST, "--expect-gpus", "1"])
     assert_config_error(
-        worker,
+        failing_after_tensorflow_loads.workers["no gpu"],
         "expected 1 GPU(s) but TensorFlow sees 0",
         "nvidia.com/gpu",
         "nvidia-container-toolkit",
@@ -134,52 +167,70 @@ def test_expected_gpus_not_visible_is_a_config_error_with_the_checklist(
     )
 
 
-def test_a_peer_that_never_comes_times_out_naming_it(spawn: Spawn, mnist_npz: Path) -> None:
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    worker = spawn(
-        ["--data", str(mnist_npz), *FAST, "--rendezvous-timeout", "3"],
-        tf_config=tf_config(addresses, 0),
-    )
-    code = worker.wait(60)
+def test_a_peer_that_never_comes_times_out_naming_it(
+    failing_after_tensorflow_loads: Failing,
+) -> None:
+    worker = failing_after_tensorflow_loads.workers["no peer"]
+    code = worker.wait(120)
     assert code == contract.EXIT_RENDEZVOUS_TIMEOUT, worker.stderr
     errors = error_lines(worker.stderr)
-    # The exit code and "within 3s" show the bound held; wait(60) only guards against a hang
-    # (no wall-clock assertion: CI's 2 cores are busy).
-    assert len(errors) == 1 and addresses[1] in errors[0] and "within 3s" in errors[0]
+    peer = failing_after_tensorflow_loads.absent_peer
+    # The exit code and "within 3s" show the bound held; wait(120) only guards against a
+    # hang (no wall-clock assertion: CI's 2 cores are busy).
+    assert len(errors) == 1 and peer in errors[0] and "within 3s" in errors[0]
+
+
+@pytest.fixture(scope="module")
+def single_worker_runs(
+    spawn_for_module: Spawn, mnist_npz: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Worker, Path]]:
+    """Two finished single-worker trainings, as a CPU-only pod runs them (--expect-gpus 0)
+    with a wrong TF_USE_LEGACY_KERAS and a restart count: one at the default log level,
+    one at debug level. Several tests read them (each TensorFlow start costs seconds);
+    they differ only in the log level, so what one shows and the other hides is the
+    level's doing. Both run at once: nothing they check depends on timing."""
+    runs: dict[str, tuple[Worker, Path]] = {}
+    for level in ("default", "debug"):
+        model_dir = tmp_path_factory.mktemp(level) / "m"
+        env = {contract.ENV_LEGACY_KERAS: "0", contract.ENV_RESTARTS: "2"}
+        if level == "debug":
+            env[contract.ENV_LOG_LEVEL] = "debug"
+        flags = ["--model-dir", str(model_dir), "--expect-gpus", "0"]
+        runs[level] = (
+            spawn_for_module(["--data", str(mnist_npz), *FAST, *flags], env=env),
+            model_dir,
+        )
+    for worker, _ in runs.values():
+        assert worker.wait(180) == contract.EXIT_OK, worker.stderr
+    return runs
 
 
 def test_a_single_worker_trains_and_overrides_a_wrong_legacy_keras_setting(
-    spawn: Spawn, mnist_npz: Path, tmp_path: Path
+    single_worker_runs: dict[str, tuple[Worker, Path]],
 ) -> None:
-    worker = spawn(
-        ["--data", str(mnist_npz), *FAST, "--model-dir", str(tmp_path / "m")],
-        env={contract.ENV_LEGACY_KERAS: "0", contract.ENV_RESTARTS: "2"},
-    )
-    assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    worker, model_dir = single_worker_runs["default"]
     assert "TF_USE_LEGACY_KERAS was '0'; overriding" in worker.stderr
     assert "running single-worker" in worker.stderr
     result = worker.result()
     assert result["workers"] == 1 and result["restarts"] == 2
-    assert json.loads((tmp_path / "m" / contract.RESULT_FILE).read_text()) == result
+    assert json.loads((model_dir / contract.RESULT_FILE).read_text()) == result
 
 
-def test_a_cpu_only_worker_never_probes_cuda(spawn: Spawn, mnist_npz: Path, tmp_path: Path) -> None:
+def test_a_cpu_only_worker_never_probes_cuda(
+    single_worker_runs: dict[str, tuple[Worker, Path]],
+) -> None:
     """gpusPerWorker 0 -> --expect-gpus 0: no "E0000 ... failed call to cuInit" line."""
-    flags = ["--model-dir", str(tmp_path / "m"), "--expect-gpus", "0"]
-    worker = spawn(["--data", str(mnist_npz), *FAST, *flags])
-    assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    worker, _ = single_worker_runs["default"]
     assert "sees 1 CPU and 0 GPU device(s)" in worker.stderr
     assert "cuInit" not in worker.stderr and "E0000" not in worker.stderr, worker.stderr
 
 
-@pytest.mark.parametrize(("level", "shown"), [(None, False), ("debug", True)])
+@pytest.mark.parametrize(("level", "shown"), [("default", False), ("debug", True)])
 def test_tensorflows_python_info_lines_show_only_at_debug_level(
-    spawn: Spawn, mnist_npz: Path, tmp_path: Path, level: str | None, shown: bool
+    single_worker_runs: dict[str, tuple[Worker, Path]], level: str, shown: bool
 ) -> None:
     """ "INFO Sharding callback duration: 16 microseconds" after every epoch is noise."""
-    env = {} if level is None else {contract.ENV_LOG_LEVEL: level}
-    worker = spawn(["--data", str(mnist_npz), *FAST, "--model-dir", str(tmp_path / "m")], env=env)
-    assert worker.wait(120) == contract.EXIT_OK, worker.stderr
+    worker, _ = single_worker_runs[level]
     assert ("Sharding callback duration" in worker.stderr) is shown, worker.stderr
 
 
