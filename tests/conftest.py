@@ -29,6 +29,7 @@ TENSORFLOW_MODULES = frozenset(
         "tests/trainer/test_trainer_model.py",
         "tests/trainer/test_trainer_multiworker.py",
         "tests/trainer/test_trainer_precision.py",
+        "tests/trainer/test_sigterm_at_strategy_start.py",
     }
 )
 

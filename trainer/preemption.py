@@ -24,12 +24,14 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
 import tf_keras as keras
 from tensorflow.python.distribute.failure_handling import failure_handling_util
+from tensorflow.python.eager import context
 
 from launcher.core import contract
 from trainer.errors import TrainerError
@@ -50,20 +52,39 @@ class _HideDeprecation(logging.Filter):
         return "total_run_calls" not in record.getMessage()
 
 
+NOTICE_KEY = "TF_DEFAULT_PREEMPTION_NOTICE_KEY"
+"""The coordination service's key where TensorFlow's own SIGTERM handler records the task it
+caught a SIGTERM for (`/job:worker/task:1`)."""
+NOTICE_SETTLE_SECONDS = 3.0
+"""How long after `install` the notice of a SIGTERM that TensorFlow's handler caught may
+still appear (its notifier thread polls once a second, then writes the key)."""
+
+
 class SigtermFlag:
     """Records SIGTERM instead of dying of it; the preemption handler polls `is_set`.
 
     Must be installed after the strategy started: TensorFlow's coordination service replaces
-    whatever SIGTERM handler it finds with its own (see the module docstring).
+    whatever SIGTERM handler it finds with its own (see the module docstring). A SIGTERM that
+    arrived in between went to TensorFlow's handler; it left a notice naming this task in the
+    coordination service (NOTICE_KEY), which `is_set` reads until the notice has had time to
+    appear, so that signal is not lost either.
+
+    Args:
+        own_task: this worker's task name in that notice (None: a single worker without a
+            coordination service).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, own_task: str | None = None) -> None:
         self._event = threading.Event()
+        self._own_task = own_task
+        self._installed_at = 0.0
+        self._notice_checked = own_task is None
 
     def install(self) -> None:
         logging.getLogger("tensorflow").addFilter(_HideDeprecation())
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle)
+        self._installed_at = time.monotonic()
 
     def _handle(self, signum: int, frame: Any) -> None:
         if not self._event.is_set():
@@ -71,7 +92,32 @@ class SigtermFlag:
         self._event.set()
 
     def is_set(self) -> bool:
+        if not self._event.is_set() and not self._notice_checked:
+            settled = time.monotonic() >= self._installed_at + NOTICE_SETTLE_SECONDS
+            if _caught_by_tensorflow() == self._own_task:
+                log.warning(
+                    "SIGTERM received while the strategy started: saving at the next step "
+                    "every worker reaches"
+                )
+                self._event.set()
+            self._notice_checked = settled
         return self._event.is_set()
+
+
+def _caught_by_tensorflow() -> str | None:
+    """The task named by TensorFlow's SIGTERM notice, if there is one (a 1 ms lookup)."""
+    try:
+        return str(context.context().get_config_key_value(NOTICE_KEY, timeout_in_ms=1))
+    except tf.errors.OpError:  # absent (DeadlineExceeded), or no coordination service
+        return None
+
+
+def own_task(strategy: tf.distribute.Strategy) -> str | None:
+    """This worker's task as TensorFlow's SIGTERM notice names it; None for one worker."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return None
+    return f"/job:{resolver.task_type}/task:{resolver.task_id}"
 
 
 @contextlib.contextmanager

@@ -298,7 +298,7 @@ def run(
             f"{strategy.num_replicas_in_sync}; do all workers see the same GPUs?"
         )
     # TensorFlow's coordination service took SIGTERM over when the strategy started.
-    sigterm = preemption.SigtermFlag()
+    sigterm = preemption.SigtermFlag(preemption.own_task(strategy))
     sigterm.install()
     resume = resume_point(checkpoint_dir, plan.steps_per_epoch)
     resumed_at = resume.epoch * plan.steps_per_epoch + resume.step
