@@ -13,6 +13,7 @@ so TF_USE_LEGACY_KERAS=1 must be in the environment when TensorFlow loads tf-ker
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import logging
 import math
@@ -290,9 +291,17 @@ class ProbeListener:
     it; a peer that probes in the gap between the two gets "refused" and retries.
     """
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, host: str = "") -> None:
+        """Listen on `host` (this worker's TF_CONFIG host) when it is a loopback address, as
+        in `tflaunch local`, so the stand-in is reachable from this machine only; else on
+        every interface, as TensorFlow's own server will (a pod's name resolves to its IP
+        only once the headless Service publishes it)."""
         try:
-            if socket.has_dualstack_ipv6():
+            if is_loopback(host):
+                bind = "127.0.0.1" if host == "localhost" else host
+                family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+                self._socket = socket.create_server((bind, port), family=family)
+            elif socket.has_dualstack_ipv6():
                 self._socket = socket.create_server(
                     ("", port), family=socket.AF_INET6, dualstack_ipv6=True
                 )
@@ -332,6 +341,16 @@ class ProbeListener:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost`, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def probe(address: str, timeout: float) -> str | None:
@@ -408,10 +427,10 @@ def rendezvous(cluster: Cluster, timeout: float) -> None:
     """Wait for every peer while answering their probes on our own port."""
     if not cluster.is_multi_worker or cluster.address is None:
         return
-    _, port = split_address(cluster.address)
+    host, port = split_address(cluster.address)
     log.info("waiting up to %gs for peers %s", timeout, ", ".join(cluster.peers))
     started = time.monotonic()
-    with ProbeListener(port):
+    with ProbeListener(port, host):
         wait_for_peers(cluster.peers, timeout)
     log.info("all %d peers reachable after %.1fs", len(cluster.peers), time.monotonic() - started)
 

@@ -14,6 +14,7 @@ import click
 from launcher.cli.options import spec_options, with_spec
 from launcher.core import contract, workload
 from launcher.core.spec import MultiWorkerJob, own_program
+from launcher.local.isolation import NETWORK_CHOICES
 
 # tflaunch local's own option for a trainer flag the spec sets (else: --set FIELD=VALUE).
 LOCAL_FLAGS = {
@@ -73,6 +74,16 @@ def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., A
     "(C++ warnings, INFO) included, instead of the progress bar; they are always in "
     f"WORKDIR/logs/. Same as {contract.ENV_LOG_LEVEL}={contract.LOG_LEVEL_DEBUG}.",
 )
+@click.option(
+    "--network",
+    type=click.Choice(NETWORK_CHOICES),
+    default="private",
+    show_default=True,
+    help="private: the workers run in their own network namespace with only loopback, "
+    "so their TensorFlow servers (which listen on every interface) cannot be reached from "
+    "the network; host: this machine's network, for a program that needs it (downloads, "
+    "remote storage), with its servers reachable by anyone who can reach this machine.",
+)
 @click.argument("trainer_args", nargs=-1, metavar="[-- PROGRAM_ARGS...]")
 @_trainer_args_after_double_dash
 @with_spec
@@ -81,6 +92,7 @@ def local_command(
     data: str | None,
     workdir: Path | None,
     verbose: bool,
+    network: str,
     trainer_args: tuple[str, ...],
 ) -> None:
     """Train on this machine: the job's workers as local processes, same TF_CONFIG builder.
@@ -131,7 +143,7 @@ def local_command(
     console = display.make_console(
         job.name, job.spec.workers, sys.stdout, verbose, own_program=own
     )  # an own program's output shows; its progress bar too, with trainer.progress's callback
-    result = runner.run_local(job, workdir, data, trainer_args, console=console)
+    result = runner.run_local(job, workdir, data, trainer_args, console=console, network=network)
     if own:
         click.echo(
             f"tflaunch: {job.name} succeeded on all {job.spec.workers} worker(s): "

@@ -7,7 +7,9 @@ to spec.backoffLimit times, resuming from the shared checkpoint; a configuration
 (the trainer's EXIT_CONFIG_ERROR) fails at once, as the Job's podFailurePolicy does. A
 preemption (EXIT_PREEMPTED: every worker saved at the same step) restarts the group without
 using a retry, as the Job's podFailurePolicy ignores it.
-No worker process outlives this one, whatever happens.
+No worker process outlives this one, whatever happens (`kill -9` included), and the group
+runs in a private network namespace with only loopback where the system allows one
+(`launcher.local.isolation`).
 
 Each worker's full output, TensorFlow's C++ log lines included, goes to
 `WORKDIR/logs/worker-<i>.log`; the console gets the trainer's own lines (`console`), or
@@ -35,6 +37,7 @@ from launcher.core.errors import WorkersFailed
 from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
+from launcher.local.isolation import Isolation, isolated, network_warning
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
@@ -220,6 +223,7 @@ class _Group:
         console: Console,
         log_files: Sequence[TextIO],
         grace_seconds: float,
+        isolation: Isolation | None = None,
     ) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
@@ -229,10 +233,11 @@ class _Group:
         self._log_files = log_files
         self._console = console
         self._reported: dict[int, int | None] = {}
+        preexec = (isolation or Isolation()).preexec()
         for index, (argv, env) in enumerate(commands):
             process = subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
             )  # fmt: skip
             self.processes.append(process)
             assert process.stdout is not None
@@ -363,8 +368,12 @@ def run_local(
     write: Callable[[str], None] = print,
     verbose: bool = False,
     console: Console | None = None,
+    network: str = "private",
 ) -> dict[str, Any]:
     """Run the group to success (returning the chief's result) or raise WorkersFailed.
+
+    `network` "private" runs the group in its own network namespace with only loopback
+    (warning once where the system cannot), "host" on this machine's network.
 
     `console` shows the group (`launcher.local.display`); by default every line the
     trainer logs goes to `write`, prefixed `[worker i]`, and with `verbose` TensorFlow's own
@@ -379,13 +388,16 @@ def run_local(
         console.message(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
     restarts = 0
     preemptions = 0
-    with _sigterm_as_exception(), contextlib.closing(console):
+    with _sigterm_as_exception(), contextlib.closing(console), isolated(network) as isolation:
+        warning = network_warning(isolation)
+        if warning:
+            console.message(warning)
         while True:
             commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
                                        data, extra_args, verbose)  # fmt: skip
             with _log_files(paths, job.spec.workers, restarts + preemptions) as log_files:
                 group = _Group(commands, console, log_files,
-                               job.spec.termination_grace_period_seconds)  # fmt: skip
+                               job.spec.termination_grace_period_seconds, isolation)  # fmt: skip
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):

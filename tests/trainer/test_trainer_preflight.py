@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -238,6 +241,26 @@ def test_probe_listener_answers_while_waiting_and_frees_the_port_for_tensorflow(
     assert preflight.probe(address, 1.0) is not None
     with socket.create_server(("", port)):  # what TensorFlow's gRPC server will do next
         pass
+
+
+def _own_addresses() -> list[str]:
+    """This machine's IPv4 addresses other than loopback (`ip -4 addr`)."""
+    if shutil.which("ip") is None:
+        pytest.skip("no `ip` command to list this machine's addresses")
+    text = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    addresses = [a for a in re.findall(r"inet (\d+\.\d+\.\d+\.\d+)", text) if a[:4] != "127."]
+    if not addresses:
+        pytest.skip("this machine has no non-loopback IPv4 address to connect to")
+    return addresses
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_the_probe_listener_of_a_loopback_worker_is_not_reachable_from_the_network(host) -> None:
+    port = _free_port()
+    with preflight.ProbeListener(port, host):
+        assert preflight.probe(f"{host}:{port}", 1.0) is None
+        for address in _own_addresses():
+            assert preflight.probe(f"{address}:{port}", 1.0) is not None, address
 
 
 def test_two_workers_find_each_other_through_their_probe_listeners() -> None:
