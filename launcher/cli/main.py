@@ -28,7 +28,7 @@ from launcher.cli import (
     tensorboard_cmd,
 )
 from launcher.cli.options import program_name
-from launcher.core.errors import ExitStatus, TflaunchError
+from launcher.core.errors import ExitStatus, TflaunchError, printable
 
 
 @click.group(
@@ -47,7 +47,8 @@ def cli() -> None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line, and nothing in it a terminal acts on (`errors.printable`)."""
+    return printable(" ".join(text.split()))
 
 
 def run(argv: list[str] | None = None) -> int:

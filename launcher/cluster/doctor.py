@@ -77,7 +77,7 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
 def quantity(value: Any) -> decimal.Decimal:
     """A Kubernetes quantity ("500m", "2Gi", 4) as a number."""
-    match = _QUANTITY.match(str(value).strip())
+    match = _QUANTITY.fullmatch(str(value).strip())
     if not match or match[2] not in _SUFFIX:
         raise ValueError(f"not a quantity: {value!r}")
     return decimal.Decimal(match[1]) * _SUFFIX[match[2]]

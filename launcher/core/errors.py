@@ -25,6 +25,16 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130
 
 
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (ESC, NUL, a newline, bidi
+    controls) written as its escape: user input quoted in an error cannot draw on the
+    terminal or split the one line."""
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
+
 class TflaunchError(Exception):
     """Base of every error the CLI reports as one line."""
 
@@ -37,7 +47,7 @@ class SpecError(TflaunchError):
     exit_status = ExitStatus.BAD_INPUT
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
+        self.field = printable(field)
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
 

@@ -89,6 +89,7 @@ def check_affinity(affinity: dict[str, Any]) -> None:
             )
         if not isinstance(value, dict):
             raise SpecError(f"spec.affinity.{key}", "expected a mapping")
+    _check_affinity_numbers(affinity, "spec.affinity")
     try:
         kubernetes_validate = _import()
     except SchemaUnavailable:
@@ -104,3 +105,30 @@ def check_affinity(affinity: dict[str, Any]) -> None:
     except kubernetes_validate.ValidationError as error:
         path = ".".join(str(p) for p in error.path) or "spec.affinity"
         raise SpecError(path, error.message) from None
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+WEIGHT_RANGE = (1, 100)
+"""A preferred term's weight, as the API server checks it (the schema says only int32)."""
+
+
+def _check_affinity_numbers(value: Any, where: str) -> None:
+    """Every number in an affinity is an int32 (the server would wrap a larger one around:
+    2^32+50 is stored as 50); a weight is 1-100."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if key == "weight" and isinstance(item, int) and not isinstance(item, bool):
+                low, high = WEIGHT_RANGE
+                if not low <= item <= high:
+                    raise SpecError(path, f"must be between {low} and {high}, got {item}")
+            _check_affinity_numbers(item, path)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_affinity_numbers(item, f"{where}[{i}]")
+    elif (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not INT32_MIN <= value <= INT32_MAX
+    ):
+        raise SpecError(where, f"{value} is out of range (at most {INT32_MAX})")

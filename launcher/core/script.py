@@ -60,7 +60,7 @@ def check_size(name: str, size: int) -> None:
 
 
 def check_name(name: str) -> None:
-    if not NAME.match(name) or len(name) > 253:
+    if not NAME.fullmatch(name) or len(name) > 253:
         raise SpecError(
             f"{FIELD}.name",
             f"{name!r} is not a plain file name (letters, digits, '.', '_', '-'; no '/')",

@@ -89,15 +89,20 @@ Precision = Literal["auto", "float32", "mixed"]
 class TrainerArgs:
     """Arguments of `python -m trainer` in every worker."""
 
-    epochs: int = _field("epochs", "Training epochs.", 3, minimum=1)
+    epochs: int = _field("epochs", "Training epochs.", 3, minimum=1, maximum=INT32_MAX)
     global_batch_size: int = _field(
         "globalBatchSize",
         "Global batch, split across all replicas (workers x GPUs); must divide evenly.",
         256,
         minimum=1,
+        maximum=INT32_MAX,
     )
     steps_per_epoch: int | None = _field(
-        "stepsPerEpoch", "Cap on steps per epoch; default: the whole training set.", None, minimum=1
+        "stepsPerEpoch",
+        "Cap on steps per epoch; default: the whole training set.",
+        None,
+        minimum=1,
+        maximum=INT32_MAX,
     )
     save_freq: int | str = _field("saveFreq", 'Checkpoint every N steps, or "epoch".', "epoch")
     learning_rate: float = _field("learningRate", "Adam learning rate.", 0.001)
@@ -109,6 +114,7 @@ class TrainerArgs:
         "How long a worker waits for every peer to resolve and accept TCP before failing.",
         300,
         minimum=1,
+        maximum=INT32_MAX,
     )
     stall_timeout_seconds: int = _field(
         "stallTimeoutSeconds",
@@ -116,6 +122,7 @@ class TrainerArgs:
         "long: a peer froze or hangs outside TensorFlow. Dead peers are caught in seconds.",
         300,
         minimum=1,
+        maximum=INT32_MAX,
     )
     collective_timeout_seconds: int | None = _field(
         "collectiveTimeoutSeconds",
@@ -123,6 +130,7 @@ class TrainerArgs:
         "costs a thread per collective); default: none.",
         None,
         minimum=1,
+        maximum=INT32_MAX,
     )
     precision: Precision = _field(
         "precision",
@@ -140,6 +148,7 @@ class TrainerArgs:
         "TensorFlow's 10 s.",
         None,
         minimum=2,
+        maximum=INT32_MAX,
     )
     extra_args: tuple[str, ...] = _field(
         "extraArgs", "More arguments appended to the trainer's command line.", factory=tuple
@@ -259,6 +268,7 @@ class JobSpec:
         "With spec.command or spec.script: how long a worker waits for every peer before "
         "failing (default 300; the built-in trainer's is spec.trainer's).",
         None,
+        maximum=INT32_MAX,
     )
     stall_timeout_seconds: int | None = _field(
         "stallTimeoutSeconds",
@@ -266,6 +276,7 @@ class JobSpec:
         "writes no output and no checkpoint for this long (default: off; the built-in "
         "trainer's is spec.trainer's).",
         None,
+        maximum=INT32_MAX,
     )
     env: dict[str, str] = _field(
         "env",
@@ -326,6 +337,7 @@ class JobSpec:
         "How many times the worker group may be restarted after a failure.",
         3,
         minimum=0,
+        maximum=INT32_MAX,
     )
     termination_grace_period_seconds: int = _field(
         "terminationGracePeriodSeconds",
@@ -334,6 +346,7 @@ class JobSpec:
         "then exits 79 and the group resumes there (docs/preemption.md).",
         DEFAULT_TERMINATION_GRACE_SECONDS,
         minimum=1,
+        maximum=INT32_MAX,
     )
     active_deadline_seconds: int | None = _field(
         "activeDeadlineSeconds",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -18,6 +19,9 @@ from typing import Any, Literal, TypeVar
 from launcher.core.errors import SpecError
 
 T = TypeVar("T")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""What any integer field of the API can hold: the server wraps a larger one around
+silently (2^63 is stored as -2^63), so no field takes more, whatever its own bound."""
 
 
 def build(cls: type[T], data: Any, path: str) -> T:
@@ -88,11 +92,19 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(where, f"expected an integer, got {_describe(value)}")
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise SpecError(where, f"{int(value)} is out of range (at most {INT64_MAX})")
         return int(value)
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SpecError(where, f"expected a number, got {_describe(value)}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise SpecError(where, f"expected a finite number, got {_describe(value)}")
+        return number
     if hint is str:
         return _string(value, where)
     if origin is tuple:

@@ -45,10 +45,10 @@ def check(job: MultiWorkerJob) -> None:
         raise SpecError(
             "spec.image", "is required: the trainer image (see docker/ and `make image`)"
         )
-    if not _IMAGE.match(spec.image):
+    if not _IMAGE.fullmatch(spec.image):
         raise SpecError("spec.image", f"{spec.image!r} is not an image reference")
     limits.check_int32(job)
-    if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.match(spec.cluster_domain):
+    if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.fullmatch(spec.cluster_domain):
         raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
     if program.own_program(spec):
         program.validate(spec)
@@ -58,7 +58,7 @@ def check(job: MultiWorkerJob) -> None:
     _validate_resources(spec.resources, spec.shm_size)
     for name in spec.env:
         where = f"spec.env.{name}"
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name):
             raise SpecError(where, "is not a valid environment variable name")
     for key in ("labels", "annotations", "node_selector"):
         _validate_label_keys(f"spec.{_key_of(spec, key)}", getattr(spec, key))
@@ -74,19 +74,19 @@ def check(job: MultiWorkerJob) -> None:
     name_fields = ("priority_class_name", "service_account_name", "scheduler_name", "queue_name")
     for field_key in name_fields:
         value = getattr(spec, field_key)
-        if value is not None and not _DNS_1123_SUBDOMAIN.match(value):
+        if value is not None and not _DNS_1123_SUBDOMAIN.fullmatch(value):
             raise SpecError(f"spec.{_key_of(spec, field_key)}", f"{value!r} is not a valid name")
     for i, secret in enumerate(spec.image_pull_secrets):
-        if not _DNS_1123_SUBDOMAIN.match(secret):
+        if not _DNS_1123_SUBDOMAIN.fullmatch(secret):
             raise SpecError(f"spec.imagePullSecrets[{i}]", f"{secret!r} is not a valid Secret name")
-    if spec.checkpoint.claim_name is not None and not _DNS_1123_SUBDOMAIN.match(
+    if spec.checkpoint.claim_name is not None and not _DNS_1123_SUBDOMAIN.fullmatch(
         spec.checkpoint.claim_name
     ):
         raise SpecError("spec.checkpoint.claimName", "is not a valid PersistentVolumeClaim name")
     if not spec.checkpoint.mount_path.startswith("/"):
         raise SpecError("spec.checkpoint.mountPath", "must be an absolute path")
     run = spec.checkpoint.run
-    if run is not None and (len(run) > 63 or not _DNS_1123_LABEL.match(run)):
+    if run is not None and (len(run) > 63 or not _DNS_1123_LABEL.fullmatch(run)):
         raise SpecError(
             "spec.checkpoint.run",
             f"{run!r} is not a run id (lower-case letters, digits and '-', at most 63), e.g. "
@@ -102,7 +102,7 @@ def check(job: MultiWorkerJob) -> None:
 
 def _validate_metadata(job: MultiWorkerJob) -> None:
     name, namespace = job.metadata.name, job.metadata.namespace
-    if not _DNS_1035.match(name):
+    if not _DNS_1035.fullmatch(name):
         raise SpecError("metadata.name", f"{rules.NAME_FORMAT.message}; got {name!r}")
     longest = longest_generated_name(name, job.spec.workers)
     if len(longest) > rules.MAX_NAME_LENGTH:
@@ -112,7 +112,7 @@ def _validate_metadata(job: MultiWorkerJob) -> None:
             f"{rules.NAME_LENGTH.message} (here {longest!r} has {len(longest)}; use at most "
             f"{max(room, 1)} characters)",
         )
-    if len(namespace) > 63 or not _DNS_1123_LABEL.match(namespace):
+    if len(namespace) > 63 or not _DNS_1123_LABEL.fullmatch(namespace):
         raise SpecError("metadata.namespace", f"{namespace!r} is not a valid namespace name")
 
 
@@ -134,6 +134,11 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
         )
     if isinstance(trainer.save_freq, int):
         _at_least("spec.trainer.saveFreq", trainer.save_freq, 1)
+        if trainer.save_freq > limits.INT32_MAX:
+            raise SpecError(
+                "spec.trainer.saveFreq",
+                f"must be at most {limits.INT32_MAX}, got {trainer.save_freq}",
+            )
     if not trainer.learning_rate > 0:
         raise SpecError("spec.trainer.learningRate", "must be greater than 0")
 
@@ -158,12 +163,12 @@ def _validate_gang(spec: JobSpec) -> None:
 
 
 def _validate_resources(resources_: Resources, shm_size: str) -> None:
-    if not _QUANTITY.match(shm_size):
+    if not _QUANTITY.fullmatch(shm_size):
         raise SpecError("spec.shmSize", f"{shm_size!r} is not a Kubernetes quantity (e.g. 1Gi)")
     for kind in ("requests", "limits"):
         for unit in ("cpu", "memory"):
             value = getattr(getattr(resources_, kind), unit)
-            if value is not None and not _QUANTITY.match(value):
+            if value is not None and not _QUANTITY.fullmatch(value):
                 raise SpecError(
                     f"spec.resources.{kind}.{unit}",
                     f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)",
@@ -176,14 +181,14 @@ def _validate_label_keys(where: str, mapping: Mapping[str, str]) -> None:
         if (
             not name
             or len(name) > 63
-            or not _LABEL_NAME.match(name)
-            or (prefix and not _DNS_1123_SUBDOMAIN.match(prefix))
+            or not _LABEL_NAME.fullmatch(name)
+            or (prefix and not _DNS_1123_SUBDOMAIN.fullmatch(prefix))
         ):
             raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
 
 
 def _validate_label_value(where: str, value: str) -> None:
-    if len(value) > 63 or not _LABEL_NAME.match(value):
+    if len(value) > 63 or not _LABEL_NAME.fullmatch(value):
         raise SpecError(where, f"{value!r} is not a valid label value")
 
 
