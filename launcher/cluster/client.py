@@ -40,6 +40,7 @@ from launcher.cluster.wire import (
     FIELD_MANAGER,
     READ_TIMEOUT,
     Gone,
+    apply_body,
     lines,
     plain_call,
     read_json,
@@ -291,19 +292,43 @@ class Cluster:
         k = kind_of(kind_key(obj))
         name = obj["metadata"]["name"]
         ns = self.ns(obj["metadata"].get("namespace"))
-        args = (name, ns, obj) if k.namespaced else (name, obj)
-        verb = "patch"
-        with self.errors(verb, k, ns, name):
-            return read_json(
-                self.method(k, "patch")(
-                    *args,
-                    field_manager=FIELD_MANAGER,
-                    force=force,
-                    dry_run="All" if dry_run else None,
-                    _content_type="application/apply-patch+yaml",
-                    **plain_call(),
-                )
-            )
+        with self.errors("patch", k, ns, name):
+            return self.apply_raw(k.api_version, k.plural, name, ns if k.namespaced else None,
+                                  obj, dry_run=dry_run, force=force)  # fmt: skip
+
+    def apply_raw(
+        self, api_version: str, plural: str, name: str, namespace: str | None, obj: Obj,
+        *, dry_run: bool = False, force: bool = True,
+    ) -> Obj:  # fmt: skip
+        """Server-side apply with the body as UTF-8 JSON (`wire.apply_body`): the generated
+        methods accept only a dict, which they would write with ASCII escapes (a character
+        beyond the BMP becomes a surrogate pair the server's YAML decoder refuses)."""
+        group_version = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        where = f"/namespaces/{namespace}" if namespace is not None else ""
+        query: list[tuple[str, str]] = [("fieldManager", FIELD_MANAGER)]
+        if force:
+            query.append(("force", "true"))
+        if dry_run:
+            query.append(("dryRun", "All"))
+        request = self.api_client.param_serialize(
+            method="PATCH",
+            resource_path=f"{group_version}{where}/{plural}/{{name}}",
+            path_params={"name": name},
+            query_params=query,
+            header_params={
+                "Content-Type": "application/apply-patch+yaml",
+                "Accept": "application/json",
+            },
+            body=apply_body(obj),
+            auth_settings=["BearerToken"],
+        )
+        response: Any = self.api_client.call_api(
+            *request, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)
+        )
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return read_json(response.response)
 
     def create_dry_run(self, obj: Obj) -> Obj | None:
         """Validate `obj` as a new object without storing it. None when the name is taken

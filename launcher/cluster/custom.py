@@ -143,15 +143,7 @@ def list_custom(
 
 def apply_custom(cluster: Cluster, kind: Kind, obj: Obj, *, dry_run: bool = False) -> Obj:
     """Server-side apply of a custom resource (field manager `tflaunch`), like `Cluster.apply`."""
-    group, version = _group_version(kind)
     name = obj["metadata"]["name"]
     ns = cluster.ns(obj["metadata"].get("namespace"))
     with cluster.errors("patch", kind, ns, name):
-        return read_json(
-            cluster.api(kind).patch_namespaced_custom_object(
-                group, version, ns, kind.plural, name, obj,
-                field_manager=FIELD_MANAGER, force=True,
-                dry_run="All" if dry_run else None,
-                _content_type="application/apply-patch+yaml", **plain_call(),
-            )
-        )  # fmt: skip
+        return cluster.apply_raw(kind.api_version, kind.plural, name, ns, obj, dry_run=dry_run)

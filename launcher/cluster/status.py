@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from launcher.cluster import preemptions as preemptions_lib
-from launcher.core import contract, labels
+from launcher.core import contract, labels, rules
 from launcher.core.timestamps import EPOCH, created_at, parse_time
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
@@ -168,14 +168,18 @@ def pod_index(pod: Obj) -> int | None:
 
 
 def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
+    """How many workers the Jobs say the job has, at most `rules.MAX_WORKERS` (their labels
+    and counts are anyone's who may create a Job: never a range to build blindly)."""
     if indexed:
-        return max(int((j.get("spec") or {}).get("completions") or 0) for j in jobs)
+        counts = [(j.get("spec") or {}).get("completions") for j in jobs]
+        valid = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+        return min(max([0, *valid]), rules.MAX_WORKERS)
     indices = [
-        int(value)
+        index
         for j in jobs
-        if (value := _template_labels(j).get(labels.WORKER_INDEX, "")).isdigit()
+        if (index := labels.parse_index(_template_labels(j).get(labels.WORKER_INDEX))) is not None
     ]
-    return max([len(jobs), *(i + 1 for i in indices)])
+    return min(max([len(jobs), *(i + 1 for i in indices)]), rules.MAX_WORKERS)
 
 
 def _preempted(pod: Obj) -> bool:

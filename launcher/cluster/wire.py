@@ -35,6 +35,17 @@ def plain_call() -> dict[str, Any]:
     return {"_preload_content": False, "_request_timeout": (CONNECT_TIMEOUT, READ_TIMEOUT)}
 
 
+def apply_body(obj: Obj) -> bytes:
+    """A server-side apply body (`application/apply-patch+yaml`) as UTF-8 JSON.
+
+    The client would json.dumps it with ASCII escapes, which write a character beyond the
+    BMP (an emoji in a script, an env value) as a UTF-16 surrogate pair, `\\ud83d\\ude80`:
+    valid JSON, but the API server reads this body as YAML, which refuses such an escape
+    ("invalid Unicode character escape code"). Raw UTF-8 is valid in both.
+    """
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def lines(response: Any) -> Iterator[str]:
     """Text lines of a streamed response, as they arrive (watch events, followed logs)."""
     buffer = b""

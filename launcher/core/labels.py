@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from launcher.core import rules
+
 NAME = "app.kubernetes.io/name"
 """Always "tflaunch-worker": what runs in the pod."""
 INSTANCE = "app.kubernetes.io/instance"
@@ -52,10 +54,20 @@ def worker_index_of(labels: Mapping[str, str], annotations: Mapping[str, str]) -
         (annotations, COMPLETION_INDEX),
         (labels, COMPLETION_INDEX),
     ):
-        value = source.get(key)
-        if value is not None and value.isdigit():
-            return int(value)
+        index = parse_index(source.get(key))
+        if index is not None:
+            return index
     return None
+
+
+def parse_index(value: object) -> int | None:
+    """A worker index read from the cluster (a label or annotation anyone who can create a
+    Job or pod may write): ASCII digits below `rules.MAX_WORKERS`, else None."""
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        return None
+    if len(value) > len(str(rules.MAX_WORKERS)) or int(value) >= rules.MAX_WORKERS:
+        return None
+    return int(value)
 
 
 # --- operator: annotations on the child Jobs of a MultiWorkerJob ---------------------------

@@ -20,6 +20,9 @@ MAX_NAME_LENGTH = 63
 
 MIN_PORT = 1024
 """The trainer runs as UID 10001, which cannot bind privileged ports."""
+MAX_WORKERS = 10_000
+"""The most workers a job may have: also the bound on any worker count or index read back
+from the cluster (a label anyone who can create a Job may write)."""
 MAX_PER_WORKER = 500
 """The per-worker layout renders N Jobs, each with N addresses: its size grows with N²."""
 

@@ -39,7 +39,7 @@ The reference MNIST job needs a few seconds (docs/preemption.md has the measurem
 leaves room for a bigger model or a slower volume, while a node drain still goes quickly."""
 
 MAX_NAME_LENGTH = rules.MAX_NAME_LENGTH
-MAX_WORKERS = 10_000
+MAX_WORKERS = rules.MAX_WORKERS
 INT32_MAX = limits.INT32_MAX
 _NAME = {"pattern": DNS_1123_SUBDOMAIN, "maxLength": 253}
 

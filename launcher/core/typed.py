@@ -114,9 +114,12 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, Mapping):
             raise SpecError(where, f"expected a mapping, got {_describe(value)}")
-        return {str(k): _convert(args[1], v, _join(where, str(k))) for k, v in value.items()}
+        return {
+            unicode_text(str(k), where): _convert(args[1], v, _join(where, str(k)))
+            for k, v in value.items()
+        }
     if hint is Any:
-        return _plain(value)
+        return _plain(value, where)
     raise TypeError(f"unsupported spec type {hint!r}")  # a bug in this module, not input
 
 
@@ -126,16 +129,33 @@ def _string(value: Any, where: str) -> str:
         raise SpecError(where, f"expected a string, got {_describe(value)}; quote it")
     if not isinstance(value, str | int | float):
         raise SpecError(where, f"expected a string, got {_describe(value)}")
-    return str(getattr(value, "source", value))
+    return unicode_text(str(getattr(value, "source", value)), where)
 
 
-def _plain(value: Any) -> Any:
+def unicode_text(text: str, where: str) -> str:
+    """`text`, unless it holds a lone UTF-16 surrogate (YAML's "\\ud83d" escape without its
+    pair): no UTF-8 can carry it to the API server or into a file."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = text[e.start : e.end].encode("unicode_escape").decode("ascii")
+        raise SpecError(
+            where, f"holds {bad}, half of a UTF-16 surrogate pair; write the character itself"
+        ) from None
+    return text
+
+
+def _plain(value: Any, where: str) -> Any:
     """Untyped data (affinity) as plain JSON types: numbers lose their source text."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {
+            unicode_text(str(k), where): _plain(v, _join(where, str(k))) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+        return unicode_text(value, where)
+    if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
         return int(value)

@@ -189,3 +189,35 @@ def test_status_shows_the_failed_condition(
     assert result.out.splitlines()[-1] == (
         "condition: Failed: BackoffLimitExceeded: Job has reached the limit"
     )
+
+
+# --- issue 27 item 9: labels and counts anyone may write are bounded -----------------------
+
+HUGE = "99999999999999999999999"
+
+
+def _hostile_per_worker_job(index: str) -> dict[str, Any]:
+    job = next(o for o in job_objects(spec__layout="per-worker") if o["kind"] == "Job")
+    job["spec"]["template"]["metadata"]["labels"]["tflaunch.dev/worker-index"] = index
+    return job
+
+
+@pytest.mark.parametrize("index", [HUGE, "10000", "\u00b2", "\u0661"])
+def test_a_hostile_worker_index_label_never_sets_the_worker_count(index: str) -> None:
+    job = _hostile_per_worker_job(index)
+    assert status._expected_workers([job], indexed=False) == 1
+
+
+def test_list_and_status_of_a_job_with_a_hostile_index_finish_with_a_bounded_count() -> None:
+    job = _hostile_per_worker_job(HUGE)
+    (listed,) = status.overviews([job])
+    assert listed.expected == 1
+    pods = [pod_for(job, 0)]
+    pods[0]["metadata"]["labels"]["tflaunch.dev/worker-index"] = HUGE
+    assert summary([job], pods).expected == 1
+
+
+def test_an_indexed_job_claiming_more_completions_than_a_job_may_have_is_capped() -> None:
+    job = indexed_job()
+    job["spec"]["completions"] = 10**23
+    assert status._expected_workers([job], indexed=True) == 10_000

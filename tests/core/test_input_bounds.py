@@ -188,3 +188,23 @@ def test_control_characters_in_a_name_are_escaped_in_the_one_line_error(
     assert err.count("\n") == 1 and err.isprintable() is False  # only the final newline
     assert err[:-1].isprintable(), repr(err)
     assert "spec.env.A" in err
+
+
+@pytest.mark.parametrize(
+    "path, value",
+    [("spec.env", {"X": "\ud83d"}), ("spec.labels", {"a\udc00": "b"}),
+     ("spec.affinity", {"nodeAffinity": {"x": "\ud83d"}})],
+)  # fmt: skip
+def test_a_lone_surrogate_is_refused_in_one_line(path, value):
+    error = _error([(path, value)])
+    assert error.field.startswith(path) and "surrogate" in error.message
+
+
+def test_a_lone_surrogate_escape_in_a_spec_file_is_exit_2(tmp_path, capsys):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {name: a}\n"
+        'spec: {image: r.io/t:1, env: {X: "\\ud83d"}}\n'
+    )
+    assert run(["render", str(spec)]) == 2
+    assert "spec.env.X" in capsys.readouterr().err
