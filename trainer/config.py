@@ -135,6 +135,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     """The argparse parser; `env` supplies defaults that come from the environment."""
     parser = _Parser(
         prog="python -m trainer",
+        allow_abbrev=False,  # `--epoch 50` must not become --epochs behind the spec's back
         description=(
             "Train the MNIST CNN under MultiWorkerMirroredStrategy; one process per "
             "worker, the cluster comes from TF_CONFIG (absent = single worker).\n"

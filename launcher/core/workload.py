@@ -78,11 +78,17 @@ SPEC_TRAINER_FLAGS = {
 
 
 def spec_owned_flag(args: Sequence[str]) -> tuple[str, str] | None:
-    """The first of `args` that the spec already sets, with the spec field that sets it."""
+    """The first of `args` that the spec already sets, with the spec field that sets it; an
+    abbreviation counts (`--epoch`: argparse would expand it to --epochs, and the trainer's
+    parser refuses abbreviations too, in case a flag slips past this check)."""
     for arg in args:
         flag = arg.split("=", 1)[0]
         if flag in SPEC_TRAINER_FLAGS:
             return flag, SPEC_TRAINER_FLAGS[flag]
+        if flag.startswith("--") and len(flag) > 2:
+            for owned, field in SPEC_TRAINER_FLAGS.items():
+                if owned.startswith(flag):
+                    return f"{flag} (short for {owned})", field
     return None
 
 

@@ -26,6 +26,10 @@ def _job(extra_args):
         (["--epochs", "2"], "spec.trainer.epochs"),
         (["--global-batch-size=64"], "spec.trainer.globalBatchSize"),
         (["--seed", "1", "--jit-compile"], "spec.trainer.jitCompile"),
+        # argparse abbreviations (issue 27 item 15)
+        (["--epoch", "50"], "spec.trainer.epochs"),
+        (["--global-batch", "64"], "spec.trainer.globalBatchSize"),
+        (["--learn=0.1"], "spec.trainer.learningRate"),
     ],
 )
 def test_extra_args_that_repeat_a_spec_field_are_refused_naming_it(extra, field):

@@ -86,3 +86,10 @@ def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
         parse_args(["--help"], env={})
     assert exit_info.value.code == 0
     assert f"{contract.EXIT_CONFIG_ERROR} configuration error" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--epoch", "50"], ["--global-batch", "64"], ["--learn=0.1"]])
+def test_an_abbreviated_flag_is_refused_not_expanded(argv: list[str]) -> None:
+    """argparse would take `--epoch 50` for --epochs 50 (issue 27 item 15)."""
+    with pytest.raises(UsageError, match="unrecognized arguments"):
+        parse_args(argv, env={})
