@@ -62,7 +62,12 @@ def _kind(kind: str) -> str:
 @cluster_options
 @click.option("--wait", "wait_for_it", is_flag=True, help="Then wait until the job finishes.")
 @wait_options
-@click.option("--replace", is_flag=True, help="Delete the job's existing objects first.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    allow_from_autoenv=False,  # deletes the running job: only ever on the command line
+    help="Delete the job's existing objects first.",
+)
 @dry_run_option
 @click.option(
     "--operator",

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.core import program
+from launcher.core import program, validation
+from launcher.core.errors import SpecError
 from launcher.core.spec import MultiWorkerJob, load_job, parse_assignment
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -107,8 +108,21 @@ def cluster_options(func: F) -> F:
 def namespace_option(func: F) -> F:
     """`-n/--namespace` of the commands that take a job NAME (default: the context's)."""
     return click.option(
-        "-n", "--namespace", help="Namespace of the job (default: the kubeconfig context's)."
+        "-n",
+        "--namespace",
+        callback=_valid_namespace,
+        help="Namespace of the job (default: the kubeconfig context's).",
     )(func)
+
+
+def _valid_namespace(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a name no namespace can have before it reaches a URL or a selector."""
+    if value is not None:
+        try:
+            validation.check_namespace(value, "")
+        except SpecError as error:
+            raise click.BadParameter(error.message, ctx=ctx, param=param) from None
+    return value
 
 
 def connect(kubeconfig: str | None, kube_context: str | None) -> Cluster:

@@ -143,8 +143,18 @@ def check_requests_within_limits(spec: JobSpec) -> None:
             )
 
 
+RECOMMENDED_KEYS = frozenset(
+    f"app.kubernetes.io/{name}"
+    for name in ("name", "instance", "version", "component", "part-of", "managed-by")
+)
+"""Kubernetes' recommended labels: under its prefix, but meant for everyone to set (those
+tflaunch sets itself are refused in spec.labels as such, `labels.RESERVED`)."""
+
+
 def check_reserved_keys(where: str, mapping: dict[str, str]) -> None:
     for key in mapping:
+        if key in RECOMMENDED_KEYS:
+            continue
         prefix = key.rpartition("/")[0].lower()
         if any(prefix == d or prefix.endswith("." + d) for d in RESERVED_KEY_DOMAINS):
             raise SpecError(

@@ -17,6 +17,10 @@ from launcher.core.errors import ExitStatus, TflaunchError
 
 PORT = 6006
 """TensorBoard's own default port, in the pod and (when free) on this machine."""
+HOST = "127.0.0.1"
+"""Where TensorBoard listens in its pod: loopback only. `tflaunch tensorboard` reaches it
+through the API server's port-forward, which the container runtime connects to the pod's
+localhost; no other pod (TensorBoard has no authentication) reaches it."""
 COMPONENT = "tensorboard"
 FOR_JOB = "tflaunch.dev/tensorboard-for"
 """Label naming the job a TensorBoard pod belongs to (not `labels.JOB_NAME`: the job's
@@ -106,7 +110,12 @@ def tensorboard_pod(job: str, worker_job: Mapping[str, Any]) -> dict[str, Any]:
             "image_pull_secrets": list(pod.get("imagePullSecrets") or ()),
             "run_as_user": contract.TRAINER_UID,
             "port": PORT,
-            "args": ["--logdir", logdir, "--host", "0.0.0.0", "--port", str(PORT)],
+            "args": ["--logdir", logdir, "--host", HOST, "--port", str(PORT)],
+            "probe": [
+                "python",
+                "-c",
+                f"import socket; socket.create_connection(({HOST!r}, {PORT}), 2).close()",
+            ],
             "mount_path": mount,
             "claim_name": claim,
         },

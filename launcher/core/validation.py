@@ -112,8 +112,13 @@ def _validate_metadata(job: MultiWorkerJob) -> None:
             f"{rules.NAME_LENGTH.message} (here {longest!r} has {len(longest)}; use at most "
             f"{max(room, 1)} characters)",
         )
+    check_namespace(namespace, "metadata.namespace")
+
+
+def check_namespace(namespace: str, where: str) -> None:
+    """A namespace name (DNS-1123 label), from a spec or a flag."""
     if len(namespace) > 63 or not _DNS_1123_LABEL.fullmatch(namespace):
-        raise SpecError("metadata.namespace", f"{namespace!r} is not a valid namespace name")
+        raise SpecError(where, f"{namespace!r} is not a valid namespace name")
 
 
 def _validate_trainer(job: MultiWorkerJob) -> None:

@@ -4,8 +4,12 @@ under restricted Pod Security: tests/e2e/test_tensorboard.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -108,3 +112,27 @@ def test_no_local_run_here_and_no_kubeconfig_names_both_ways(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no kubeconfig" in err, err
     assert "tflaunch-runs/mnist" in err and "--workdir" in err, err
+
+
+def test_tensorboard_listens_on_the_pods_loopback_only_and_its_probe_dials_there():
+    """No authentication: only `tflaunch tensorboard`'s port-forward (which the runtime
+    connects to the pod's localhost) may reach it, not other pods (issue 27 item 18)."""
+    (container,) = tensorboard.tensorboard_pod("mnist", _worker_job())["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--host") + 1] == "127.0.0.1"
+    probe = container["readinessProbe"]
+    assert "tcpSocket" not in probe and "httpGet" not in probe  # those dial the pod's IP
+    command = probe["exec"]["command"]
+    assert command[:2] == ["python", "-c"]
+    with (
+        socket.create_server(("127.0.0.1", tensorboard.PORT))
+        if _free(tensorboard.PORT)
+        else (contextlib.nullcontext())
+    ):
+        ran = subprocess.run([sys.executable, "-c", command[2]], capture_output=True, timeout=30)
+    assert ran.returncode == 0, ran.stderr
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
