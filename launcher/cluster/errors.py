@@ -25,6 +25,9 @@ from launcher.core.errors import (
 )
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+_REQUEST_PROBLEM_500 = ("failed to create typed patch object", "duplicate entries for key")
+"""What server-side apply answers, as a 500, for an object it cannot merge (two list items
+with one key: a duplicate imagePullSecret, two mounts at one path): the request's fault."""
 """Answers that say the server cannot serve now, not that the request is wrong."""
 
 
@@ -91,6 +94,11 @@ def translate(
         )
     elif status == 404:
         result = NotFound(f"{what} not found{where}")
+    elif status == 500 and any(sign in message for sign in _REQUEST_PROBLEM_500):
+        result = Invalid(
+            f"the API server could not {verb} {what}{where}: {message} (500, but a problem "
+            "with the object sent, not with the server: retrying cannot help)"
+        )
     elif status in TRANSIENT_STATUSES:
         result = Unavailable(
             f"{verb} {resource}{where}: the API server answered {status} "

@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from launcher.core import contract, names, rules
+from launcher.core import script as script_file
 from launcher.core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -28,6 +29,14 @@ TMP_MOUNT = "/tmp"
 """Every worker mounts an emptyDir here (HOME; the root filesystem is read-only)."""
 SHM_MOUNT = "/dev/shm"
 """GPU workers mount a memory-backed emptyDir here (the runtime's default is 64 MiB)."""
+SCRIPT_MOUNT = script_file.MOUNT_PATH
+EXEC_BUDGET = 2 * 1024 * 1024 - 256 * 1024
+"""Bytes of spec.env, spec.command and the program's arguments together: the kernel refuses
+to start a program whose argv and environment exceed ARG_MAX (2 MiB with the usual 8 MiB
+stack), and tflaunch's own environment (TF_CONFIG up to 128 KiB) and the image's need room."""
+ANNOTATIONS_BUDGET = 256 * 1024 - 8 * 1024
+"""Bytes of spec.annotations (keys and values): the API server refuses more than 256 KiB of
+annotations on one object, and tflaunch adds its own."""
 
 ENV_SET_BY: dict[str, str] = {
     "HOME": "set by tflaunch to /tmp (the root filesystem is read-only)",
@@ -80,6 +89,11 @@ def check(job: MultiWorkerJob) -> None:
         check_toleration(f"spec.tolerations[{i}]", toleration)
     check_layout_size(job)
     check_tf_config_size(job)
+    check_exec_strings(spec)
+    check_annotations_size(spec.annotations)
+    check_image_pull_secrets(spec.image_pull_secrets)
+    if spec.script is not None:
+        check_mount_path(spec.checkpoint.mount_path, script=True)
 
 
 def check_port(port: int) -> None:
@@ -164,8 +178,11 @@ def check_reserved_keys(where: str, mapping: dict[str, str]) -> None:
             )
 
 
-def check_mount_path(path: str) -> None:
-    for taken, what in ((TMP_MOUNT, "its scratch volume"), (SHM_MOUNT, "its shared memory")):
+def check_mount_path(path: str, script: bool = False) -> None:
+    taken_paths = [(TMP_MOUNT, "its scratch volume"), (SHM_MOUNT, "its shared memory")]
+    if script:
+        taken_paths.append((SCRIPT_MOUNT, "spec.script"))
+    for taken, what in taken_paths:
         if path.rstrip("/") == taken:
             raise SpecError(
                 "spec.checkpoint.mountPath",
@@ -242,3 +259,59 @@ def check_tf_config_size(job: MultiWorkerJob) -> None:
             f"container would not start); with this name and namespace use at most "
             f"{largest_fitting_workers(job)} workers, or shorter names",
         )
+
+
+def _exec_strings(spec: JobSpec) -> list[tuple[str, str]]:
+    """(field, string) of everything that becomes one argv or environment string."""
+    strings = [(f"spec.env.{name}", f"{name}={value}") for name, value in spec.env.items()]
+    strings += [(f"spec.command[{i}]", word) for i, word in enumerate(spec.command)]
+    strings += [(f"spec.args[{i}]", word) for i, word in enumerate(spec.args)]
+    strings += [
+        (f"spec.trainer.extraArgs[{i}]", word) for i, word in enumerate(spec.trainer.extra_args)
+    ]
+    return strings
+
+
+def check_exec_strings(spec: JobSpec) -> None:
+    """What the kernel refuses at exec: a NUL byte (it ends the C string), one string over
+    MAX_ARG_STRLEN, all of them over the budget ("Argument list too long")."""
+    total = 0
+    for where, text in _exec_strings(spec):
+        if "\0" in text:
+            raise SpecError(where, "contains a NUL byte, which no argument or environment "
+                            "variable can hold; remove it")  # fmt: skip
+        size = len(text.encode("utf-8")) + 1
+        if size > MAX_ARG_STRLEN:
+            raise SpecError(
+                where,
+                f"is {size} bytes, over the kernel's {MAX_ARG_STRLEN}-byte limit on one "
+                "argument or environment string (the container would not start); pass large "
+                "data in a file (spec.script, an image, the checkpoint volume)",
+            )
+        total += size
+    if total > EXEC_BUDGET:
+        raise SpecError(
+            "spec.env",
+            f"spec.env, spec.command and the program's arguments come to {total} bytes, over "
+            f"the {EXEC_BUDGET} the kernel leaves them (ARG_MAX, with room for TF_CONFIG); "
+            "pass large data in a file",
+        )
+
+
+def check_annotations_size(annotations: dict[str, str]) -> None:
+    total = sum(len(k.encode("utf-8")) + len(v.encode("utf-8")) for k, v in annotations.items())
+    if total > ANNOTATIONS_BUDGET:
+        raise SpecError(
+            "spec.annotations",
+            f"come to {total} bytes, over the {ANNOTATIONS_BUDGET} allowed (the API server "
+            "refuses more than 256 KiB of annotations on an object, and tflaunch adds its "
+            "own); keep large data out of annotations",
+        )
+
+
+def check_image_pull_secrets(secrets: tuple[str, ...]) -> None:
+    seen: set[str] = set()
+    for i, secret in enumerate(secrets):
+        if secret in seen:
+            raise SpecError(f"spec.imagePullSecrets[{i}]", f"{secret!r} is listed twice")
+        seen.add(secret)

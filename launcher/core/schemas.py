@@ -90,6 +90,7 @@ def check_affinity(affinity: dict[str, Any]) -> None:
         if not isinstance(value, dict):
             raise SpecError(f"spec.affinity.{key}", "expected a mapping")
     _check_affinity_numbers(affinity, "spec.affinity")
+    _check_affinity_rules(affinity)
     try:
         kubernetes_validate = _import()
     except SchemaUnavailable:
@@ -132,3 +133,70 @@ def _check_affinity_numbers(value: Any, where: str) -> None:
         and not INT32_MIN <= value <= INT32_MAX
     ):
         raise SpecError(where, f"{value} is out of range (at most {INT32_MAX})")
+
+
+NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _check_affinity_rules(affinity: dict[str, Any]) -> None:
+    """The API server's own rules for an affinity that its schema does not state (the
+    schema only has the shapes): so that what render accepts, the server accepts."""
+    base = "spec.affinity"
+    node = _mapping(affinity.get("nodeAffinity"))
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        where = f"{base}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        terms = _items(_mapping(required).get("nodeSelectorTerms"))
+        if not terms:
+            raise SpecError(f"{where}.nodeSelectorTerms", "needs at least one term")
+        for i, term in enumerate(terms):
+            _check_node_term(_mapping(term), f"{where}.nodeSelectorTerms[{i}]")
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, item in enumerate(_items(node.get(preferred))):
+        where = f"{base}.nodeAffinity.{preferred}[{i}].preference"
+        _check_node_term(_mapping(_mapping(item).get("preference")), where)
+    for kind in ("podAffinity", "podAntiAffinity"):
+        pod = _mapping(affinity.get(kind))
+        for i, term in enumerate(_items(pod.get("requiredDuringSchedulingIgnoredDuringExecution"))):
+            where = f"{base}.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+            _check_pod_term(_mapping(term), where)
+        for i, item in enumerate(_items(pod.get(preferred))):
+            where = f"{base}.{kind}.{preferred}[{i}].podAffinityTerm"
+            _check_pod_term(_mapping(_mapping(item).get("podAffinityTerm")), where)
+
+
+def _check_node_term(term: dict[str, Any], where: str) -> None:
+    for field in ("matchExpressions", "matchFields"):
+        for i, requirement in enumerate(_items(term.get(field))):
+            _check_requirement(_mapping(requirement), f"{where}.{field}[{i}]", NODE_OPERATORS)
+
+
+def _check_pod_term(term: dict[str, Any], where: str) -> None:
+    if not term.get("topologyKey"):
+        raise SpecError(f"{where}.topologyKey", "is required (e.g. kubernetes.io/hostname)")
+    selector = _mapping(term.get("labelSelector"))
+    for i, requirement in enumerate(_items(selector.get("matchExpressions"))):
+        where_i = f"{where}.labelSelector.matchExpressions[{i}]"
+        _check_requirement(_mapping(requirement), where_i, LABEL_OPERATORS)
+
+
+def _check_requirement(requirement: dict[str, Any], where: str, operators: tuple[str, ...]) -> None:
+    operator = requirement.get("operator")
+    values = _items(requirement.get("values"))
+    if operator not in operators:
+        raise SpecError(f"{where}.operator", f"{operator!r} is not one of {', '.join(operators)}")
+    if operator in ("In", "NotIn") and not values:
+        raise SpecError(f"{where}.values", f"needs at least one value with operator {operator}")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise SpecError(f"{where}.values", f"must be empty with operator {operator}")
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not str(values[0]).lstrip("-").isdigit()):
+        raise SpecError(f"{where}.values", f"needs exactly one integer with operator {operator}")

@@ -67,6 +67,8 @@ def check(job: MultiWorkerJob) -> None:
             raise SpecError(f"spec.labels.{key}", "is set by tflaunch; choose another key")
     for key, value in spec.labels.items():
         _validate_label_value(f"spec.labels.{key}", value)
+    for key, value in spec.node_selector.items():
+        _validate_label_value(f"spec.nodeSelector.{key}", value)
     for i, toleration in enumerate(spec.tolerations):
         if toleration.key:
             _validate_label_keys(f"spec.tolerations[{i}].key", {toleration.key: ""})
@@ -187,7 +189,7 @@ def _validate_label_keys(where: str, mapping: Mapping[str, str]) -> None:
             not name
             or len(name) > 63
             or not _LABEL_NAME.fullmatch(name)
-            or (prefix and not _DNS_1123_SUBDOMAIN.fullmatch(prefix))
+            or (prefix and (len(prefix) > 253 or not _DNS_1123_SUBDOMAIN.fullmatch(prefix)))
         ):
             raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
 
