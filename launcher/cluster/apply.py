@@ -26,7 +26,7 @@ from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
 from launcher.core import labels, names
-from launcher.core.errors import Conflict, Invalid, NotFound, SpecChanged
+from launcher.core.errors import ClusterError, Conflict, Invalid, NotFound, SpecChanged
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,20 +102,50 @@ def apply_job(
             for o, a in zip(objects, results, strict=True)
         ]
     applied: list[Applied] = [Applied(*_key(o), "deleted") for o in stale] if replace else []
-    for obj, action in zip(objects, results, strict=True):
-        if action != "unchanged":
-            result = cluster.apply(obj)
-            if obj["kind"] == "Job" and obj["metadata"]["name"] == owner_name:
-                owner = result
-        if replace and _key(obj) in replaced:
-            action = "replaced"
-        applied.append(Applied(obj["kind"], obj["metadata"]["name"], action))
-    if owner is not None:
-        for obj in objects:
-            if obj["kind"] != "Job" and not obj["metadata"].get("ownerReferences"):
-                _set_owner([obj], owner)
-                cluster.apply(obj)
+    try:
+        for obj, action in zip(objects, results, strict=True):
+            if action != "unchanged":
+                result = cluster.apply(obj)
+                if obj["kind"] == "Job" and obj["metadata"]["name"] == owner_name:
+                    owner = result
+            if replace and _key(obj) in replaced:
+                action = "replaced"
+            applied.append(Applied(obj["kind"], obj["metadata"]["name"], action))
+        if owner is not None:
+            for obj in objects:
+                if obj["kind"] != "Job" and not obj["metadata"].get("ownerReferences"):
+                    _set_owner([obj], owner)
+                    cluster.apply(obj)
+    except ClusterError as error:
+        raise _partially_applied(error, applied, objects, job_name, program) from None
     return applied
+
+
+class PartiallyApplied(ClusterError):
+    """Writing a job's objects failed midway: some are on the server, some are not."""
+
+
+def _partially_applied(
+    error: ClusterError, applied: Sequence[Applied], objects: Sequence[Obj], job: str,
+    program: str,
+) -> ClusterError:  # fmt: skip
+    """`error`, saying what was written before it and that the same submit converges."""
+    written = [a for a in applied if a.action != "unchanged"]
+    if not written:
+        return error  # nothing changed on the server: the error as it is
+    done = {(a.kind, a.name) for a in applied}
+    missing = [f"{o['kind']} {o['metadata']['name']}" for o in objects if _key(o) not in done]
+    names_written = ", ".join(f"{a.kind} {a.name}" for a in written[:5])
+    more = f" and {len(written) - 5} more" if len(written) > 5 else ""
+    left = (
+        f"; not yet: {len(missing)} ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
+    )
+    return PartiallyApplied(
+        f"{error}. Job {job} is half-submitted: written before the failure: {names_written}"
+        f"{more}{left if missing else ''}. Run the same `{program} submit` again once the "
+        f"API server answers: it writes only what is missing (or `{program} delete "
+        f"{job}` to remove what was written)"
+    )
 
 
 def _check_ownership(
