@@ -113,8 +113,8 @@ def read_npz(path: str) -> Mnist:
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise ConfigError(f"{path} is not a readable .npz file ({e})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # EOFError: empty file
+        raise ConfigError(f"{path} is not a readable .npz file ({e or type(e).__name__})") from None
     return validate(arrays, path)
 
 

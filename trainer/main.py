@@ -8,6 +8,7 @@ fast runs before the strategy waits for peers.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -117,6 +118,14 @@ def _run_label(model_dir: str) -> str:
     return parent or "run"
 
 
+def disk_full(error: BaseException) -> bool:
+    """ENOSPC or EDQUOT, from Python or as TensorFlow words it in its own error."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error)
+    return any(os.strerror(code) in text for code in (errno.ENOSPC, errno.EDQUOT))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, and map failures (a bad flag included) to exit codes.
 
@@ -138,6 +147,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except Exception as e:
         _failure[:] = [e]
+        if disk_full(e):  # the group restarts would fill it again: not retried
+            log.error(
+                "no space left on a volume this worker writes (%s); free space or give the "
+                "checkpoint volume more, then run again; not retried",
+                " ".join(str(e).split())[:300],
+            )
+            return contract.EXIT_CONFIG_ERROR
         log.exception(
             "unexpected failure (%s: %s); exiting %d so the Job retries",
             type(e).__name__,

@@ -13,6 +13,7 @@ so TF_USE_LEGACY_KERAS=1 must be in the environment when TensorFlow loads tf-ker
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import json
 import logging
@@ -498,6 +499,15 @@ def check_writable(directory: str | None, label: str, what: str = "checkpoint di
         os.remove(probe)
     except OSError as error:
         uid, gid = os.geteuid(), os.getegid()
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            fix = (
+                "the volume is mounted read-only; mount it read-write"
+                if error.errno == errno.EROFS
+                else "the volume is full; free space or give it more (a larger claim)"
+            )
+            raise ConfigError(
+                f"{label}: cannot write the {what} {directory}: {error.strerror}; {fix}"
+            ) from None
         raise ConfigError(
             f"{label}: cannot write the {what} {directory} as UID {uid} (GID {gid}): "
             f"{error.strerror or error}; the checkpoint volume (spec.checkpoint.claimName) "

@@ -19,7 +19,7 @@ import jinja2
 import yaml
 
 from launcher.core import contract, gang, labels, limits, names, script, tfconfig, workload
-from launcher.core.errors import RenderError
+from launcher.core.errors import RenderError, SpecError
 from launcher.core.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -276,11 +276,22 @@ def file_name(obj: K8sObject) -> str:
 
 
 def write_out_dir(objects: list[K8sObject], out_dir: Path) -> list[Path]:
-    """One YAML file per object. Called only after every object rendered cleanly."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """One YAML file per object. Called only after every object rendered cleanly.
+
+    Raises:
+        SpecError: the directory cannot be made or written (read-only, full, /proc).
+    """
     written = []
-    for obj in objects:
-        path = out_dir / file_name(obj)
-        path.write_text(to_yaml([obj]))
-        written.append(path)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for obj in objects:
+            path = out_dir / file_name(obj)
+            path.write_text(to_yaml([obj]))
+            written.append(path)
+    except OSError as error:
+        raise SpecError(
+            "--out-dir",
+            f"cannot write {error.filename or out_dir}: {error.strerror or error}; choose a "
+            "writable directory",
+        ) from None
     return written

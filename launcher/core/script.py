@@ -36,10 +36,17 @@ def expand_path(document: dict[str, Any], base: Path) -> None:
         return
     path = base / Path(spec["script"]).expanduser()
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:  # /dev/zero, a FIFO: read no more than can be kept
+            data = file.read(MAX_BYTES + 1)
     except OSError as e:
         raise SpecError(FIELD, f"cannot read {path}: {e.strerror or e}") from None
-    check_size(path.name, len(data))
+    if len(data) > MAX_BYTES:
+        raise SpecError(
+            FIELD,
+            f"{path.name} is larger than {MAX_BYTES} bytes (1 MiB), what a ConfigMap holds; "
+            "put larger code into an image built FROM the trainer image "
+            "(docker/Dockerfile.custom-example) and name it in spec.command",
+        )
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError:

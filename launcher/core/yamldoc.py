@@ -102,8 +102,21 @@ def load_all(text: str) -> list[Any]:
             _check_size(node)
             documents.append(loader.construct_document(node))
         return documents
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise _too_deep() from None
     finally:
         loader.dispose()
+
+
+MAX_DEPTH = 100
+"""How deeply a spec may nest: a Kubernetes object needs about 15 levels; far more only
+exhausts the stack of whatever walks it next (the YAML composer, the typing, the render)."""
+
+
+def _too_deep() -> SpecError:
+    return SpecError(
+        "", f"the document nests more than {MAX_DEPTH} levels deep; no job spec needs that"
+    )
 
 
 def load_value(text: str) -> Any:
@@ -116,15 +129,17 @@ def _check_size(root: yaml.Node) -> None:
     """Count the nodes of the document as if every alias were expanded, each node once."""
     sizes: dict[int, int] = {}
 
-    def size(node: yaml.Node) -> int:
+    def size(node: yaml.Node, depth: int = 1) -> int:
+        if depth > MAX_DEPTH:
+            raise _too_deep()
         if id(node) in sizes:
             return sizes[id(node)]
         sizes[id(node)] = 1  # a cycle counts once; constructing it is bounded anyway
         total = 1
         if isinstance(node, yaml.SequenceNode):
-            total += sum(size(child) for child in node.value)
+            total += sum(size(child, depth + 1) for child in node.value)
         elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k) + size(v) for k, v in node.value)
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
         sizes[id(node)] = min(total, MAX_NODES + 1)
         return sizes[id(node)]
 
@@ -173,17 +188,30 @@ def read_document(path: str | None) -> dict[str, Any]:
     return documents[0]
 
 
+MAX_SPEC_BYTES = 4 * 1024 * 1024
+"""The largest spec file read: a script inside one is at most 1 MiB."""
+
+
 def _read_bytes(path: str, where: str) -> bytes:
     try:
         if path == "-":
-            return sys.stdin.buffer.read()
-        return Path(path).read_bytes()
+            data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
+        else:
+            with Path(path).open("rb") as file:  # /dev/zero, a FIFO: never read it all
+                data = file.read(MAX_SPEC_BYTES + 1)
     except OSError as error:
         raise SpecError(
             "SPEC",
             f"cannot read {where}: {error.strerror or error}; pass an existing spec file "
             "(e.g. examples/mnist.yaml), or none for the embedded default",
         ) from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(
+            "SPEC",
+            f"{where} is larger than {MAX_SPEC_BYTES} bytes; a job spec is a few KiB (a "
+            "script in it at most 1 MiB)",
+        )
+    return data
 
 
 def _decode(data: bytes, where: str) -> str:

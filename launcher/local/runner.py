@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from launcher.core import contract, tfconfig, workload
-from launcher.core.errors import WorkersFailed
+from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
@@ -381,9 +381,16 @@ def run_local(
     """
     console = console or LineConsole(write, verbose)
     paths = LocalPaths(workdir.resolve())
-    for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
-        directory.mkdir(parents=True, exist_ok=True)
-    _write_script(job, paths)
+    try:
+        for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        _write_script(job, paths)
+    except OSError as error:  # read-only, full, /proc: before any worker starts
+        raise SpecError(
+            "--workdir",
+            f"cannot write {error.filename or paths.workdir}: {error.strerror or error}; "
+            "choose a writable directory with free space",
+        ) from None
     if any(paths.checkpoint_dir.iterdir()):
         console.message(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
     restarts = 0

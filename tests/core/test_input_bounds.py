@@ -208,3 +208,39 @@ def test_a_lone_surrogate_escape_in_a_spec_file_is_exit_2(tmp_path, capsys):
     )
     assert run(["render", str(spec)]) == 2
     assert "spec.env.X" in capsys.readouterr().err
+
+
+# --- item 17: hostile files are one line, exit 2 -------------------------------------------
+
+DEEP_LIST = "[" * 5000 + "]" * 5000
+DEEP_MAP = "{a: " * 5000 + "1" + "}" * 5000
+
+
+@pytest.mark.parametrize("value", [DEEP_LIST, DEEP_MAP])
+def test_yaml_nested_5000_deep_is_one_line(tmp_path, capsys, value):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {name: a}\n"
+        f"spec:\n  image: r.io/t:1\n  affinity: {value}\n"
+    )
+    assert run(["render", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nests more than" in err
+    assert run(["render", EXAMPLE, "--set", f"spec.affinity={value}"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [(["render", "/dev/zero"], "SPEC"), (["render", "--script", "/dev/zero"], "spec.script")],
+)
+def test_an_endless_file_is_read_only_as_far_as_the_limit(capsys, args, field):
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and field in err and "larger than" in err
+
+
+def test_an_out_dir_that_cannot_be_written_is_one_line(capsys, tmp_path):
+    assert run(["render", EXAMPLE, "--out-dir", "/proc/tflaunch-x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out-dir" in err

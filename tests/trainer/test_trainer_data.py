@@ -131,3 +131,26 @@ def test_training_batches_hold_exactly_the_scaled_images() -> None:
         scaled[int(label)].append(image)
     for image, label in zip(images.numpy(), labels.numpy(), strict=True):
         assert any(np.array_equal(image, candidate) for candidate in scaled[int(label)])
+
+
+def test_an_empty_data_file_is_a_config_error_not_retried(tmp_path: Path) -> None:
+    """np.load raises EOFError on an empty file: it was an exit 1, retried 3 times."""
+    empty = tmp_path / "mnist.npz"
+    empty.write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"not a readable \.npz"):
+        data.read_npz(str(empty))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(28, "No space left on device"),
+        OSError(122, "Disk quota exceeded"),
+        RuntimeError("Failed to write checkpoint: No space left on device [Op:SaveV2]"),
+    ],
+)
+def test_a_full_disk_is_recognised_in_python_and_tensorflow_errors(error: Exception) -> None:
+    from trainer.main import disk_full
+
+    assert disk_full(error)
+    assert not disk_full(OSError(13, "Permission denied"))

@@ -304,3 +304,20 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [(28, "the volume is full"), (122, "the volume is full"), (30, "read-only")],
+)  # ENOSPC, EDQUOT, EROFS
+def test_a_full_or_read_only_volume_is_not_blamed_on_fsgroup(monkeypatch, tmp_path, code, says):
+    import os as os_module
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(code, os_module.strerror(code))
+
+    monkeypatch.setattr(preflight.os, "makedirs", refuse)
+    with pytest.raises(ConfigError) as caught:
+        preflight.check_writable(str(tmp_path / "ckpt"), "worker 0/2")
+    message = str(caught.value)
+    assert says in message and "chown" not in message and "fsGroup" not in message
