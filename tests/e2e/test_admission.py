@@ -53,6 +53,14 @@ def test_kubectl_apply_of_a_bad_multiworkerjob_is_refused_with_the_clis_message(
         ({"schedulerName": "Not_A_Name"}, "spec.schedulerName", "should match"),
         ({"queueName": "q" * 64, "gang": "volcano"}, "spec.queueName", "more than 63"),
         ({"gang": "slurm"}, "spec.gang", "Unsupported value"),
+        # issue 27 item 7: the operator raised OverflowError on every reconcile of these
+        (
+            {"terminationGracePeriodSeconds": 2**63 - 1},
+            "spec.terminationGracePeriodSeconds",
+            "less than or equal to 2147483647",
+        ),
+        ({"backoffLimit": 2**31}, "spec.backoffLimit", "less than or equal to 2147483647"),
+        ({"trainer": {"epochs": 2**31}}, "spec.trainer.epochs", "less than or equal to 2147483647"),
     ],
 )
 def test_the_fields_bounds_are_checked_at_admission_and_by_the_cli(
