@@ -4,11 +4,12 @@ TensorFlow's gRPC server (what MWMS workers talk through) listens on every inter
 whatever host TF_CONFIG names, and offers no bind address: an unauthenticated TensorFlow
 server reachable by anyone who can reach this machine. The workers only need loopback to
 talk to each other (MNIST is found or downloaded by the launcher before they start), so the
-whole group runs in one private network namespace that has nothing but loopback: a small
-holder process (`python -m launcher.local.isolation`) creates it (as root a plain network
+whole group runs in one private network namespace that has nothing but loopback: a
+short-lived child (`python -m launcher.local.isolation`) creates it (as root a plain network
 namespace; otherwise inside a user namespace that maps only our own uid and gid, where the
-kernel allows unprivileged ones), brings `lo` up, and every worker joins it with setns(2)
-between fork and exec. Where no namespace can be made, the run goes on and says so once.
+kernel allows unprivileged ones) and brings `lo` up; the launcher keeps it open by file
+descriptor, and every worker joins it with setns(2) between fork and exec. Where no
+namespace can be made, the run goes on and says so once.
 
 Every worker also gets PR_SET_PDEATHSIG=SIGKILL before exec (and exits at once if the
 launcher already died), so `kill -9` of the launcher ends the group; the worker wrapper
@@ -26,7 +27,7 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 CLONE_NEWUSER = 0x10000000
@@ -86,8 +87,8 @@ def _loopback_up() -> None:
 
 
 def holder_main() -> int:
-    """Create the namespace, say "ready net|user" on stdout, then hold it until stdin ends
-    (the launcher closed it, or died)."""
+    """Create the namespace, say "ready net|user" on stdout, then keep it until stdin ends
+    (the launcher has opened it, or died)."""
     libc = _libc()
     try:
         if libc is None:
@@ -108,21 +109,15 @@ def holder_main() -> int:
 
 class Isolation:
     """What each worker does between fork and exec: join the group's namespace (if any),
-    then die with the launcher."""
+    then die with the launcher. The namespace lives as long as these file descriptors
+    (and the workers in it): no process needs to hold it."""
 
-    def __init__(
-        self, holder: subprocess.Popen[bytes] | None = None, kind: str = "", warning: str = ""
-    ) -> None:
-        self._holder = holder
-        self._fds: list[tuple[int, int]] = []
+    def __init__(self, fds: Sequence[tuple[int, int]] = (), warning: str = "") -> None:
+        self._fds = list(fds)
+        """(fd of /proc/PID/ns/KIND, its CLONE_NEW* type), the user namespace first."""
         self.warning = warning
         """Why the workers share this machine's network ("": they do not)."""
         self._libc = _libc()
-        if holder is not None:
-            kinds = [("user", CLONE_NEWUSER)] if kind == "user" else []
-            for name, nstype in (*kinds, ("net", CLONE_NEWNET)):
-                fd = os.open(f"/proc/{holder.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
-                self._fds.append((fd, nstype))
 
     @property
     def private(self) -> bool:
@@ -152,37 +147,40 @@ class Isolation:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
-        if self._holder is not None:
-            with contextlib.suppress(OSError, ValueError):
-                assert self._holder.stdin is not None
-                self._holder.stdin.close()
-            try:
-                self._holder.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._holder.kill()
-                self._holder.wait()
-            self._holder = None
 
 
-def _start_holder() -> tuple[subprocess.Popen[bytes] | None, str, str]:
-    """(holder, kind, "") or (None, "", why no namespace could be made)."""
+def _make_namespace() -> tuple[list[tuple[int, int]], str]:
+    """([(fd, type), ...], "") for a new namespace, or ([], why none could be made).
+
+    A short-lived child makes it (`holder_main`) and waits while this process opens its
+    namespaces; then it exits, so that the workers are this process's only children."""
     if _libc() is None:
-        return None, "", "this system has no network namespaces (Linux only)"
+        return [], "this system has no network namespaces (Linux only)"
     holder = subprocess.Popen(
         [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    assert holder.stdout is not None
-    answer = holder.stdout.readline().decode(errors="replace").split(maxsplit=1)
-    holder.stdout.close()
-    if answer[:1] == [READY] and len(answer) == 2:
-        return holder, answer[1].strip(), ""
-    with contextlib.suppress(OSError):
-        assert holder.stdin is not None
-        holder.stdin.close()
-    holder.wait()
-    reason = answer[1].strip() if len(answer) == 2 else f"exit {holder.returncode}"
-    return None, "", f"cannot create a private network namespace ({reason})"
+    assert holder.stdout is not None and holder.stdin is not None
+    fds: list[tuple[int, int]] = []
+    try:
+        answer = holder.stdout.readline().decode(errors="replace").split(maxsplit=1)
+        if answer[:1] == [READY] and len(answer) == 2:
+            kinds = [("user", CLONE_NEWUSER)] if answer[1].strip() == "user" else []
+            for name, nstype in (*kinds, ("net", CLONE_NEWNET)):
+                path = f"/proc/{holder.pid}/ns/{name}"
+                fds.append((os.open(path, os.O_RDONLY | os.O_CLOEXEC), nstype))
+            return fds, ""
+        reason = answer[1].strip() if len(answer) == 2 else "no answer"
+        return [], f"cannot create a private network namespace ({reason})"
+    except OSError as e:
+        for fd, _ in fds:
+            os.close(fd)
+        return [], f"cannot open the private network namespace ({e.strerror or e})"
+    finally:
+        holder.stdout.close()
+        with contextlib.suppress(OSError):
+            holder.stdin.close()
+        holder.wait()
 
 
 def _joinable(isolation: Isolation) -> str:
@@ -203,12 +201,13 @@ def isolated(network: str = "private") -> Iterator[Isolation]:
     if network != "private":
         isolation = Isolation(warning="--network host")
     else:
-        holder, kind, warning = _start_holder()
-        isolation = Isolation(holder, kind, warning)
-        warning = _joinable(isolation) if holder is not None else warning
-        if warning and isolation.private:
-            isolation.close()
-            isolation = Isolation(warning=warning)
+        fds, warning = _make_namespace()
+        isolation = Isolation(fds, warning)
+        if isolation.private:
+            warning = _joinable(isolation)
+            if warning:
+                isolation.close()
+                isolation = Isolation(warning=warning)
     try:
         yield isolation
     finally:

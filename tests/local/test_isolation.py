@@ -170,9 +170,27 @@ def test_a_system_without_namespaces_runs_on_the_hosts_network_with_one_warning(
     assert warning is not None and "Linux only" in warning
 
 
-def test_the_holder_leaves_with_the_launcher():
+def test_the_namespace_outlives_its_short_lived_maker_and_has_loopback_up():
+    """The child that made it is gone (the workers are the launcher's only children), yet a
+    process joins the namespace and finds loopback up and nothing else."""
+    import subprocess as sp
+
     with isolation.isolated("private") as group:
         assert group.private
-        holder = group._holder
-        assert holder is not None and holder.poll() is None
-    assert holder.poll() is not None
+        makers = [
+            pid
+            for pid in _descendants(os.getpid())
+            if b"launcher.local.isolation" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert makers == []  # fmt: skip
+        script = (
+            "import socket\n"
+            "s = socket.create_server(('127.0.0.1', 0)); port = s.getsockname()[1]\n"
+            "socket.create_connection(('127.0.0.1', port), 2).close()\n"
+            "print(open('/proc/net/dev').read())\n"
+        )
+        ran = sp.run([sys.executable, "-c", script], preexec_fn=group.preexec(),
+                     capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    interfaces = {line.split(":")[0].strip() for line in ran.stdout.splitlines()[2:] if line}
+    assert interfaces == {"lo"}
