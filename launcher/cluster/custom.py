@@ -9,7 +9,7 @@ passes the MultiWorkerJob's, from `launcher.operator.crd`).
 
 from __future__ import annotations
 
-from launcher.cluster.client import KINDS, Cluster, kind_key, kind_of
+from launcher.cluster.client import KINDS, Cluster, kind_of
 from launcher.cluster.kinds import Kind
 from launcher.cluster.wire import CONTAINER, FIELD_MANAGER, Obj, plain_call, read_json
 from launcher.core.errors import Conflict, NotFound
@@ -79,14 +79,8 @@ def delete_custom(
 
 def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
     """Create one object as given (owner references included); None when the name is taken."""
-    k = kind_of(kind_key(obj))
-    ns = cluster.ns(obj["metadata"].get("namespace"))
-    args = (ns, obj) if k.namespaced else (obj,)
     try:
-        with cluster.errors("create", k, ns, obj["metadata"]["name"]):
-            return read_json(
-                cluster.method(k, "create")(*args, field_manager=FIELD_MANAGER, **plain_call())
-            )
+        return cluster.create(obj)
     except Conflict:
         return None
 
