@@ -352,7 +352,7 @@ class Cluster:
             method=method, resource_path=path, query_params=query, header_params=headers,
             body=body, auth_settings=["BearerToken"],
         )  # fmt: skip
-        answer = self.api_client.call_api(
+        answer: Any = self.api_client.call_api(
             *request, _request_timeout=plain_call()["_request_timeout"]
         )
         if not 200 <= answer.status <= 299:

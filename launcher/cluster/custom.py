@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from launcher.cluster.client import KINDS, Cluster, kind_of
 from launcher.cluster.kinds import Kind
-from launcher.cluster.wire import CONTAINER, FIELD_MANAGER, Obj, plain_call, read_json
+from launcher.cluster.wire import CONTAINER, FIELD_MANAGER, Obj, plain_call, read_json, tail_text
 from launcher.core.errors import Conflict, NotFound
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -97,7 +97,9 @@ def merge_patch(cluster: Cluster, kind: str, name: str, namespace: str, patch: O
 
 
 def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str | None:
-    """The last `lines` lines of a pod's trainer log; None when the pod is gone."""
+    """The last `lines` lines of a pod's trainer log, in bounded memory whatever the pod
+    printed (`wire.tail_text`: long lines left out, the newest 1 MiB kept, at most 32 MiB
+    read); None when the pod is gone."""
     k = KINDS["Pod"]
     try:
         with cluster.errors("get", k, namespace, name, resource="pods/log"):
@@ -105,8 +107,9 @@ def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str
                 name, namespace, container=CONTAINER, tail_lines=lines, **plain_call()
             )
             try:
-                return bytes(response.data or b"").decode("utf-8", errors="replace")
+                return tail_text(response.stream(64 * 1024, decode_content=True))
             finally:
+                response.close()  # not drained: what was left unread is dropped with it
                 response.release_conn()
     except NotFound:
         return None

@@ -32,6 +32,8 @@ KOPF_NEEDS = {
     ("tflaunch.dev", "multiworkerjobs", "watch"),
     ("batch", "jobs", "list"),
     ("batch", "jobs", "watch"),
+    ("", "services", "watch"),  # a Service or NetworkPolicy deleted while the group runs
+    ("networking.k8s.io", "networkpolicies", "watch"),
     ("", "events", "create"),  # kopf.event()
     ("tflaunch.dev", "multiworkerjobs/finalizers", "update"),  # blockOwnerDeletion: True
 }
