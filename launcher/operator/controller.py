@@ -37,7 +37,7 @@ from launcher.core.errors import (
     TflaunchError,
     TransientClusterError,
 )
-from launcher.operator import crd, leader, observe, progress, reconcile
+from launcher.operator import crd, leader, observe, progress, reconcile, tenancy
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -60,7 +60,11 @@ class Outcome:
 
 
 def reconcile_once(
-    cluster: Cluster, namespace: str, name: str, now: datetime.datetime | None = None
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    now: datetime.datetime | None = None,
+    policy: tenancy.Allowlist | None = None,
 ) -> Outcome:
     """Observe one MultiWorkerJob and its children, decide, and carry the plan out.
 
@@ -87,6 +91,7 @@ def reconcile_once(
             *cluster.list_objects("Service", namespace, selector),
             *cluster.list_objects("NetworkPolicy", namespace, selector),
         ],
+        policy=policy or tenancy.Allowlist(),
     )
     observed = dataclasses.replace(observed, blocked=_blocked(cluster, observed, namespace))
     chief = observe.chief_log_wanted(observed)
@@ -259,8 +264,15 @@ class Controller:
         metrics: told how long each reconcile took and what it saw and wrote; None: nothing.
     """
 
-    def __init__(self, cluster: Cluster, emit: Emit, metrics: Recorder | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        emit: Emit,
+        metrics: Recorder | None = None,
+        policy: tenancy.Allowlist | None = None,
+    ) -> None:
         self.cluster = cluster
+        self.policy = policy or tenancy.Allowlist()
         self.emit = emit
         self.metrics = metrics
         self._running: set[tuple[str, str]] = set()
@@ -329,7 +341,7 @@ class Controller:
     def _timed_reconcile(self, namespace: str, name: str) -> Outcome:
         timing = self.metrics.timing() if self.metrics is not None else contextlib.nullcontext()
         with timing:
-            return reconcile_once(self.cluster, namespace, name)
+            return reconcile_once(self.cluster, namespace, name, policy=self.policy)
 
     def stop(self) -> None:
         for timer in self._timers.values():
@@ -392,6 +404,7 @@ def run(
     liveness: str | None,
     metrics: Recorder | None = None,
     elector: leader.Elector | None = None,
+    policy: tenancy.Allowlist | None = None,
 ) -> None:
     """Run the operator in the foreground (kopf's event loop) until it is stopped.
 
@@ -403,11 +416,13 @@ def run(
         metrics: where reconciles are reported (Prometheus, served by the caller), or None.
         elector: with more than one replica: kopf runs only while this replica holds the
             leader Lease (`launcher.operator.leader`); None runs at once.
+        policy: what a MultiWorkerJob may ask the scheduler for (`launcher.operator.tenancy`);
+            None: anything.
 
     Raises:
         LeadershipLost: the Lease could not be renewed; kopf was stopped first.
     """
-    controller = Controller(cluster, kopf_event, metrics)
+    controller = Controller(cluster, kopf_event, metrics, policy)
     kwargs: dict[str, Any] = {"clusterwide": True} if clusterwide else {"namespaces": namespaces}
     stop = threading.Event()
     if elector is not None:

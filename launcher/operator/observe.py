@@ -29,6 +29,7 @@ from launcher.operator.objects import (
     terminated_state,
     terminating,
 )
+from launcher.operator.tenancy import Allowlist
 
 LOG_TAIL_LINES = 200
 """How much of the chief's log to read for its result line (it is printed last)."""
@@ -52,6 +53,8 @@ class Observed:
     others: Sequence[Mapping[str, Any]] | None = None
     """The job's Services and NetworkPolicies (by its label), so that one deleted while the
     group runs is created again; None: not looked at (nothing is restored)."""
+    policy: Allowlist = dataclasses.field(default_factory=Allowlist)
+    """What the spec may ask the scheduler for (the operator's `--allowed-...` lists)."""
     blocked: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Per Job that has fewer pods than it should run: why the Job controller cannot create
     them, in the server's words (a FailedCreate event: a ResourceQuota, a webhook)."""

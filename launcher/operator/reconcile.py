@@ -84,6 +84,7 @@ def decide(observed: Observed) -> Plan:
     jobs, pods = owned(observed)
     try:
         job = spec_model.job_from_document(trimmed(resource))
+        observed.policy.check(job)  # what the operator would ask the scheduler for, on its rights
     except SpecError as error:
         return _invalid_spec(observed, old, jobs, error)
     plan = _run(observe(observed, job, old, jobs, pods))
