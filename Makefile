@@ -10,14 +10,37 @@ BIN := $(VENV)/bin
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(BIN)/tflaunch: pyproject.toml
+# constraints.txt: the versions the suite ran with (`make lock` writes it; CI and the images
+# use it too), so that a new release upstream (kubernetes 37 validating request bodies) cannot
+# change what an install runs without a test run first; `make check-newer` shows what it would.
+CONSTRAINTS ?= constraints.txt
+
+$(BIN)/tflaunch: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,trainer]'
+	$(BIN)/pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,trainer]'
 	@touch $@
 
 .PHONY: install
-install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras
+install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras (pinned by constraints.txt)
+
+.PHONY: lock
+lock: install ## Write constraints.txt from .venv (after the suite passed with what it has)
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(BIN)/pip freeze --exclude-editable; } > $(CONSTRAINTS).tmp
+	mv $(CONSTRAINTS).tmp $(CONSTRAINTS)
+
+NEWER_VENV ?= build/newer-venv
+NEWER_TESTS ?= tests/core tests/cluster tests/operator tests/cli
+.PHONY: check-newer
+check-newer: ## Install the newest releases (no constraints) in a throwaway venv and run a quick subset: what they would break
+	rm -rf $(NEWER_VENV)
+	$(PYTHON) -m venv $(NEWER_VENV)
+	$(NEWER_VENV)/bin/pip install --quiet --upgrade pip
+	$(NEWER_VENV)/bin/pip install --quiet --upgrade --upgrade-strategy eager '.[dev,operator]'
+	@echo "check-newer: versions that differ from $(CONSTRAINTS):"
+	@$(NEWER_VENV)/bin/pip freeze | grep -vxFf <(grep -v '^#' $(CONSTRAINTS)) | sed 's/^/  /' || true
+	$(NEWER_VENV)/bin/python -m pytest -p no:randomly -q -x -m 'not e2e and not tf' \
+		-k 'not kopf_e2e and not process' $(NEWER_TESTS)
 
 # xdist workers for `make test` (TEST_WORKERS=0: one process). The scheduler in
 # tests/conftest.py keeps the TensorFlow tests on one worker, one after another, while the
