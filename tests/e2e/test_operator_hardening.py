@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, eventually, pod_hooks, write_spec
+from launcher.core import contract
+from tests.e2e.conftest import ControlPlane, cri_log_line, eventually, pod_hooks, write_spec
 from tests.e2e.test_operator import Operator, _mwj, _phase_is, _status
 from tests.e2e.test_operator import operator as operator  # the module-scoped fixture, one here
 
@@ -204,3 +205,47 @@ def test_resubmit_refuses_while_orphaned_pods_of_the_job_run(
     replaced = cp.tflaunch("submit", str(spec), "--replace", timeout=300)
     assert replaced.code == 0, replaced
     eventually(lambda: len(_worker_pods(cp, namespace, "co")) == 2, what="the new workers")
+
+
+def _memory_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_a_chief_log_of_huge_lines_costs_the_operator_no_more_than_its_bound(
+    control_plane: ControlPlane, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    log_file = tmp_path / "trainer.log"
+    huge = "x" * (5 * 1024 * 1024)
+    with log_file.open("w") as log:
+        for _ in range(20):  # 100 MB in the chief's last 200 lines
+            log.write(cri_log_line(huge))
+        log.write(cri_log_line(contract.RESULT_LINE_PREFIX + json.dumps({"test_accuracy": 0.5})))
+    cp.serve_logs(namespace, log_file)
+    before = _memory_kib(operator.process.pid, "VmRSS")
+
+    cp.apply(_mwj("big", namespace, pod_hooks(run_for="3s")))
+
+    done = eventually(_phase_is(cp, "big", namespace, "Succeeded"), what="Succeeded", timeout=180)
+    assert done.get("result", {}).get("test_accuracy") == 0.5, done  # the last line is read
+    grown = _memory_kib(operator.process.pid, "VmHWM") - before
+    assert grown < 64 * 1024, f"the operator's peak memory grew by {grown} KiB"
+
+
+def test_a_result_line_nested_deeper_than_python_can_parse_does_not_stop_success(
+    control_plane: ControlPlane, operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    log_file = tmp_path / "trainer.log"
+    deep = '{"a": ' * 50_000 + "1" + "}" * 50_000
+    log_file.write_text(cri_log_line(contract.RESULT_LINE_PREFIX + deep))
+    cp.serve_logs(namespace, log_file)
+
+    cp.apply(_mwj("deep", namespace, pod_hooks(run_for="3s")))
+
+    done = eventually(_phase_is(cp, "deep", namespace, "Succeeded"), what="Succeeded", timeout=120)
+    assert not done.get("result"), done
+    assert "RecursionError" not in operator.log()
