@@ -74,10 +74,10 @@ def tail_text(
     keep: int = LOG_TAIL_KEEP,
     max_line: int = LOG_LINE_KEEP,
     max_read: int = LOG_TAIL_READ,
-) -> str:
+) -> tuple[str, bool]:
     """The last lines of a log as it streams in, in bounded memory: lines longer than
     `max_line` bytes are left out, at most `keep` bytes of lines are kept (the newest), and
-    reading stops after `max_read` bytes."""
+    reading stops after `max_read` bytes. Also whether it stopped there (the end unread)."""
     kept: collections.deque[bytes] = collections.deque()
     size = read = 0
     buffer = b""
@@ -99,10 +99,10 @@ def tail_text(
         if len(buffer) > max_line:
             buffer, skipping = b"", True
         if read >= max_read:
-            break
-    if buffer and not skipping and len(buffer) <= max_line and read < max_read:
+            return b"\n".join(kept).decode("utf-8", errors="replace"), True
+    if buffer and not skipping and len(buffer) <= max_line:
         kept.append(buffer)
-    return b"\n".join(kept).decode("utf-8", errors="replace")
+    return b"\n".join(kept).decode("utf-8", errors="replace"), False
 
 
 def read_json(response: Any) -> Obj:

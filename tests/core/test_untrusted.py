@@ -34,9 +34,9 @@ def test_nesting_counts_brackets_outside_strings_only() -> None:
 def test_a_log_tail_keeps_the_newest_lines_and_leaves_out_huge_ones() -> None:
     huge = b"x" * 5_000_000
     chunks = [huge[:1_000_000]] * 5 + [b"\nfirst\n", huge + b"\n", b"last"]
-    assert tail_text(iter(chunks), keep=1024, max_line=100) == "first\nlast"
+    assert tail_text(iter(chunks), keep=1024, max_line=100) == ("first\nlast", False)
     many = [f"line {i}\n".encode() for i in range(1000)]
-    assert tail_text(iter(many), keep=20) == "line 998\nline 999"
+    assert tail_text(iter(many), keep=20) == ("line 998\nline 999", False)
 
 
 def test_a_log_tail_stops_reading_after_its_limit() -> None:
@@ -47,5 +47,5 @@ def test_a_log_tail_stops_reading_after_its_limit() -> None:
             read.append(1)
             yield b"y" * 1000 + b"\n"
 
-    text = tail_text(endless(), keep=5000, max_line=2000, max_read=100_000)
-    assert len(read) == 100 and len(text) < 5000
+    text, cut = tail_text(endless(), keep=5000, max_line=2000, max_read=100_000)
+    assert cut and len(read) == 100 and len(text) < 5000
