@@ -500,7 +500,7 @@ def _owned_child_changed(kind: str) -> Callable[..., Any]:
         if owner is not None and namespace:  # e.g. deleted while the group runs: restore it
             await memo.controller.trigger(namespace, owner)
 
-    child_changed.__name__ = f"{kind}_changed"
+    child_changed.__name__ = child_changed.__qualname__ = f"{kind}_changed"
     return child_changed
 
 

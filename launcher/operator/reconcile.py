@@ -84,7 +84,6 @@ def decide(observed: Observed) -> Plan:
     jobs, pods = owned(observed)
     try:
         job = spec_model.job_from_document(trimmed(resource))
-        observed.policy.check(job)  # what the operator would ask the scheduler for, on its rights
     except SpecError as error:
         return _invalid_spec(observed, old, jobs, error)
     plan = _run(observe(observed, job, old, jobs, pods))
@@ -274,7 +273,13 @@ def _name_conflict(g: Group, foreign: list[str]) -> Plan:
 
 def _create(g: Group, restarted: bool) -> Plan:
     """Create what is missing: the Service, NetworkPolicy and the absent Jobs; not while
-    pods of an earlier group run without their Job (`_orphans_in_the_way`)."""
+    pods of an earlier group run without their Job (`_orphans_in_the_way`), and not what the
+    operator's allowlist refuses (`launcher.operator.tenancy`: the pods would be created with
+    the operator's rights, not the author's). A group that runs keeps running."""
+    try:
+        g.observed.policy.check(g.job)
+    except SpecError as error:
+        return _invalid_spec(g.observed, g.old, g.jobs, error)
     orphans = orphaned_pods(g.observed)
     if orphans:
         return _orphans_in_the_way(g, orphans)
