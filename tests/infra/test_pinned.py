@@ -65,3 +65,5 @@ def test_make_install_and_both_images_install_with_the_constraints() -> None:
     assert '--constraint "$pinned"' in (REPO / "docker/install-trainer.sh").read_text()
     assert "!constraints.txt" in (REPO / ".dockerignore").read_text()
     assert "make install" in (REPO / ".ci/run").read_text()
+    for workflow in ("ci.yml", "e2e-kind.yml"):  # the pip cache follows the pins too
+        assert "constraints.txt" in (REPO / ".github/workflows" / workflow).read_text()
