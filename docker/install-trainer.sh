@@ -61,8 +61,18 @@ sed 's/^/  /' "$constraints" >&2
 wheels=("$wheel_dir"/tflaunch-*.whl)
 [[ ${#wheels[@]} -eq 1 && -f "${wheels[0]}" ]] || die "expected one tflaunch wheel in $wheel_dir, found: ${wheels[*]}"
 
+# The launcher's own dependencies at the versions the suite ran with (constraints.txt, beside
+# the wheels), except the TensorFlow stack, which stays the base image's.
+pinned="$workdir/pinned.txt"
+if [[ -f "$wheel_dir/constraints.txt" ]]; then
+  grep -viE '^(tensorflow[a-z_-]*|tf[_-]nightly[a-z_-]*|tf[_-]keras|keras|numpy|protobuf|h5py|ml[_-]dtypes|tensorboard[a-z_-]*|grpcio|nvidia[a-z0-9_-]*)==' \
+    "$wheel_dir/constraints.txt" >"$pinned" || true
+else
+  die "no constraints.txt in $wheel_dir: copy the repository's beside the wheel"
+fi
+
 # The `plot` extra: matplotlib, for the chief's curves.png (numpy stays the base's).
-"${pip[@]}" --constraint "$constraints" "${wheels[0]}[plot]"
+"${pip[@]}" --constraint "$constraints" --constraint "$pinned" "${wheels[0]}[plot]"
 "${pip[@]}" --no-deps "tf-keras==${tf_keras_version}"
 if [[ "$variant" == gpu ]]; then
   [[ "$tf_dist" == tensorflow ]] || die "the GPU variant needs the 'tensorflow' distribution, the base has '$tf_dist'"

@@ -70,6 +70,24 @@ def split_namespaces(values: tuple[str, ...]) -> tuple[str, ...]:
     metavar="NAMESPACE",
     help="Namespace of the leader Lease (default: $POD_NAMESPACE, else the context's).",
 )
+@click.option(
+    "--allowed-priority-classes",
+    metavar="NAMES",
+    help="spec.priorityClassName values a MultiWorkerJob may use, comma-separated ('' none, "
+    "'*' any); default: any. The chart passes its tenancy.priorityClassNames.",
+)
+@click.option(
+    "--allowed-toleration-keys",
+    metavar="KEYS",
+    help="Taint keys spec.tolerations may name ('' none, '*' any, which also allows an empty "
+    "key); default: any.",
+)
+@click.option(
+    "--allowed-node-labels",
+    metavar="KEYS",
+    help="Node label keys spec.nodeSelector and spec.affinity.nodeAffinity may use ('' none, "
+    "'*' any); default: any.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every handler call (kopf debug).")
 @cluster_options
 def operator_command(
@@ -79,6 +97,9 @@ def operator_command(
     metrics_address: str,
     leader_elect: bool,
     lease_namespace: str | None,
+    allowed_priority_classes: str | None,
+    allowed_toleration_keys: str | None,
+    allowed_node_labels: str | None,
     verbose: bool,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -124,6 +145,9 @@ def operator_command(
         elector = leader.Elector(
             cluster, lease_namespace or cluster.namespace, leader.new_identity()
         )
+    from launcher.operator.tenancy import Allowlist
+
+    policy = Allowlist.parse(allowed_priority_classes, allowed_toleration_keys, allowed_node_labels)
     controller.run(
         cluster,
         served,
@@ -131,6 +155,7 @@ def operator_command(
         liveness=liveness or None,
         metrics=metrics,
         elector=elector,
+        policy=policy,
     )
 
 

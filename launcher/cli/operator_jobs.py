@@ -19,13 +19,15 @@ from launcher.cluster import status
 from launcher.core import timestamps
 from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
 from launcher.core.spec import API_VERSION, KIND, MultiWorkerJob
-from launcher.operator import crd, preemptions
+from launcher.operator import conditions, crd, preemptions
 
 if TYPE_CHECKING:
     from launcher.cluster.client import Cluster
 
 POLL_SECONDS = 1.0
 """How often `wait` reads the MultiWorkerJob (one small GET)."""
+STALLED = frozenset({conditions.PODS_NOT_CREATED, conditions.ORPHANED_PODS})
+"""Reasons of a group that waits for something only a person can fix: `wait` warns."""
 
 
 def document_of(job: MultiWorkerJob) -> dict[str, Any]:
@@ -152,6 +154,7 @@ def wait_for_multiworkerjob(
     announced = status_of(resource).restarts
     preempted = status_of(resource).preemptions
     warned = False
+    stalled = ""  # the reason last warned about: PodsNotCreated or OrphanedPods
     while True:
         elapsed = time.monotonic() - start
         current_obj = retrying(
@@ -168,6 +171,9 @@ def wait_for_multiworkerjob(
         if current.preemptions > preempted:
             preempted = current.preemptions
             say(f"{name}: {preemptions.describe(current)}")
+        if current.reason in STALLED and current.reason != stalled:
+            say(f"warning: {name}: {current.message}")  # once each time it stalls
+        stalled = current.reason if current.reason in STALLED else ""
         if current.phase == "Succeeded":
             say(f"job {name} succeeded in {status.duration(elapsed)} (MultiWorkerJob, "
                 f"{current.restarts} group restarts): {current.message}")  # fmt: skip

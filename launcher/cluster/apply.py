@@ -75,6 +75,8 @@ def apply_job(
     stale = _stale_objects(cluster, job_name, namespace, objects)
     if stale and not replace:
         raise _not_in_render(job_name, namespace, stale, program)
+    if not replace:  # --replace deletes them with the rest (delete_job)
+        _refuse_orphans(cluster, job_name, namespace, program)
     for obj in objects:
         if obj["kind"] == "Job":
             _settle_suspend(obj, None if replace else existing[_key(obj)])
@@ -191,6 +193,34 @@ def _not_in_render(job: str, namespace: str, stale: Sequence[Obj], program: str)
         f"the new workers; nothing was applied; use --replace to delete them first, or "
         f"{program} delete {job} -n {namespace}"
     )
+
+
+class OrphanedPods(SpecChanged):
+    """Pods of the job run without their Job: a new group would run beside them."""
+
+
+def _refuse_orphans(cluster: Cluster, job: str, namespace: str, program: str) -> None:
+    """Refuse while pods of the job (by its label) that no Job owns have not ended: left by
+    `kubectl delete job --cascade=orphan`, they keep the workers' hostnames, and a new
+    group beside them would give each worker name two pods (two addresses in DNS)."""
+    selector = labels.job_selector_string(job)
+    uids = {j["metadata"].get("uid") for j in cluster.list_objects("Job", namespace, selector)}
+    orphans = sorted(
+        pod["metadata"]["name"]
+        for pod in cluster.list_objects("Pod", namespace, selector)
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and not any(o.get("uid") in uids for o in pod["metadata"].get("ownerReferences") or [])
+    )
+    if orphans:
+        shown = ", ".join(orphans[:3]) + (
+            f" and {len(orphans) - 3} more" if len(orphans) > 3 else ""
+        )
+        raise OrphanedPods(
+            f"job {job} has {len(orphans)} pod(s) in namespace {namespace} that run without "
+            f"their Job ({shown}; e.g. after kubectl delete job --cascade=orphan): new "
+            f"workers beside them would share their hostnames; nothing was applied; use "
+            f"--replace to delete them first, or {program} delete {job} -n {namespace}"
+        )
 
 
 def _settle_suspend(job: Obj, current: Obj | None) -> None:

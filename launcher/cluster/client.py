@@ -333,18 +333,57 @@ class Cluster:
     def create_dry_run(self, obj: Obj) -> Obj | None:
         """Validate `obj` as a new object without storing it. None when the name is taken
         (the server validates before it looks the name up, so the object itself is valid)."""
-        k = kind_of(kind_key(obj))
-        ns = self.ns(obj["metadata"].get("namespace"))
-        args = (ns, obj) if k.namespaced else (obj,)
         try:
-            with self.errors("create", k, ns, obj["metadata"]["name"]):
-                return read_json(
-                    self.method(k, "create")(
-                        *args, dry_run="All", field_manager=FIELD_MANAGER, **plain_call()
-                    )
-                )
+            return self.create(obj, dry_run=True)
         except Conflict:
             return None
+
+    def create(self, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """Create one object exactly as given; `Conflict` when the name is taken."""
+        k = kind_of(kind_key(obj))
+        ns = self.ns(obj["metadata"].get("namespace"))
+        query = [("fieldManager", FIELD_MANAGER)] + ([("dryRun", "All")] if dry_run else [])
+        with self.errors("create", k, ns, obj["metadata"]["name"]):
+            return read_json(self.send("POST", k, ns, None, obj, query))
+
+    def replace(self, obj: Obj) -> Obj:
+        """Write `obj` over the stored object (PUT; its resourceVersion makes the write
+        conditional: `Conflict` when it changed since)."""
+        k = kind_of(kind_key(obj))
+        ns = self.ns(obj["metadata"].get("namespace"))
+        name = obj["metadata"]["name"]
+        with self.errors("update", k, ns, name):
+            return read_json(self.send("PUT", k, ns, name, obj, [("fieldManager", FIELD_MANAGER)]))
+
+    def send(
+        self,
+        method: str,
+        k: Kind,
+        namespace: str | None,
+        name: str | None,
+        body: Obj,
+        query: list[tuple[str, str]],
+    ) -> Any:
+        """One request with `body` sent as the JSON it is, not through the client's typed
+        models: since kubernetes 37 the generated create/replace methods validate the body
+        against pydantic models (`nvidia.com/gpu: 1` fails there although the API server
+        takes it), and a model drops what this client version does not know. Returns the
+        raw response (`read_json` reads it); a non-2xx answer raises `ApiException`."""
+        group_version = f"/apis/{k.api_version}" if "/" in k.api_version else "/api/v1"
+        where = f"/namespaces/{namespace}" if k.namespaced and namespace else ""
+        path = f"{group_version}{where}/{k.plural}" + (f"/{name}" if name else "")
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        request = self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=query, header_params=headers,
+            body=body, auth_settings=["BearerToken"],
+        )  # fmt: skip
+        answer: Any = self.api_client.call_api(
+            *request, _request_timeout=plain_call()["_request_timeout"]
+        )
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException.from_response(http_resp=answer, body=None, data=None)
+        return answer.response
 
     def delete(
         self,

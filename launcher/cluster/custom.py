@@ -9,9 +9,9 @@ passes the MultiWorkerJob's, from `launcher.operator.crd`).
 
 from __future__ import annotations
 
-from launcher.cluster.client import KINDS, Cluster, kind_key, kind_of
+from launcher.cluster.client import KINDS, Cluster, kind_of
 from launcher.cluster.kinds import Kind
-from launcher.cluster.wire import CONTAINER, FIELD_MANAGER, Obj, plain_call, read_json
+from launcher.cluster.wire import CONTAINER, Obj, plain_call, read_json, tail_text
 from launcher.core.errors import Conflict, NotFound
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -79,14 +79,8 @@ def delete_custom(
 
 def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
     """Create one object as given (owner references included); None when the name is taken."""
-    k = kind_of(kind_key(obj))
-    ns = cluster.ns(obj["metadata"].get("namespace"))
-    args = (ns, obj) if k.namespaced else (obj,)
     try:
-        with cluster.errors("create", k, ns, obj["metadata"]["name"]):
-            return read_json(
-                cluster.method(k, "create")(*args, field_manager=FIELD_MANAGER, **plain_call())
-            )
+        return cluster.create(obj)
     except Conflict:
         return None
 
@@ -102,20 +96,36 @@ def merge_patch(cluster: Cluster, kind: str, name: str, namespace: str, patch: O
         )
 
 
+SHORT_TAIL_LINES = 5
+"""When the last lines of a log are too big to read whole: how many are read instead (the
+result line is the chief's last)."""
+
+
 def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str | None:
-    """The last `lines` lines of a pod's trainer log; None when the pod is gone."""
-    k = KINDS["Pod"]
+    """The last `lines` lines of a pod's trainer log, in bounded memory whatever the pod
+    printed (`wire.tail_text`: long lines left out, the newest 1 MiB kept, at most 32 MiB
+    read; when that was not the end, the last `SHORT_TAIL_LINES` are read instead); None
+    when the pod is gone."""
     try:
-        with cluster.errors("get", k, namespace, name, resource="pods/log"):
-            response = cluster.api(k).read_namespaced_pod_log(
-                name, namespace, container=CONTAINER, tail_lines=lines, **plain_call()
-            )
-            try:
-                return bytes(response.data or b"").decode("utf-8", errors="replace")
-            finally:
-                response.release_conn()
+        text, cut = _bounded_tail(cluster, name, namespace, lines)
+        if cut and lines > SHORT_TAIL_LINES:
+            text, _ = _bounded_tail(cluster, name, namespace, SHORT_TAIL_LINES)
     except NotFound:
         return None
+    return text
+
+
+def _bounded_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> tuple[str, bool]:
+    k = KINDS["Pod"]
+    with cluster.errors("get", k, namespace, name, resource="pods/log"):
+        response = cluster.api(k).read_namespaced_pod_log(
+            name, namespace, container=CONTAINER, tail_lines=lines, **plain_call()
+        )
+        try:
+            return tail_text(response.stream(64 * 1024, decode_content=True))
+        finally:
+            response.close()  # not drained: what was left unread is dropped with it
+            response.release_conn()
 
 
 def list_custom(

@@ -9,7 +9,7 @@ Lease and both try to take it, the API server lets exactly one succeed and answe
 from __future__ import annotations
 
 from launcher.cluster.client import Cluster, kind_of
-from launcher.cluster.wire import FIELD_MANAGER, Obj, plain_call, read_json
+from launcher.cluster.wire import Obj, plain_call, read_json
 from launcher.core.errors import NotFound
 
 LEASE = kind_of("Lease")
@@ -32,12 +32,7 @@ def create_lease(cluster: Cluster, name: str, namespace: str, spec: Obj) -> Obj:
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
-    with cluster.errors("create", LEASE, namespace, name):
-        return read_json(
-            cluster.method(LEASE, "create")(
-                namespace, body, field_manager=FIELD_MANAGER, **plain_call()
-            )
-        )
+    return cluster.create(body)
 
 
 def replace_lease(cluster: Cluster, current: Obj, spec: Obj) -> Obj:
@@ -54,9 +49,4 @@ def replace_lease(cluster: Cluster, current: Obj, spec: Obj) -> Obj:
         },
         "spec": spec,
     }
-    with cluster.errors("update", LEASE, meta["namespace"], meta["name"]):
-        return read_json(
-            cluster.method(LEASE, "replace")(
-                meta["name"], meta["namespace"], body, field_manager=FIELD_MANAGER, **plain_call()
-            )
-        )
+    return cluster.replace(body)

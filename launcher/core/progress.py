@@ -17,6 +17,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from launcher.core import untrusted
+
 PROGRESS_LINE_PREFIX = "TFLAUNCH_PROGRESS "
 """The chief prints `TFLAUNCH_PROGRESS {"epoch": 2, "epochs": 5, ...}` on stdout."""
 
@@ -85,11 +87,7 @@ def parse_line(line: str) -> Progress | None:
     head, found, tail = line.partition(PROGRESS_LINE_PREFIX)
     if not found or (head and not head.endswith(" ")):
         return None
-    try:
-        document = json.loads(tail)
-    except ValueError:
-        return None
-    return from_document(document)
+    return from_document(untrusted.json_object(tail))
 
 
 def from_document(document: Any) -> Progress | None:

@@ -231,7 +231,7 @@ def _resources(job: MultiWorkerJob) -> dict[str, dict[str, Any]]:
     requests = {k: v for k, v in vars(spec.resources.requests).items() if v is not None}
     limits: dict[str, Any] = {k: v for k, v in vars(spec.resources.limits).items() if v is not None}
     if spec.gpus_per_worker > 0:  # extended resources go in limits; requests default to them
-        limits["nvidia.com/gpu"] = spec.gpus_per_worker
+        limits["nvidia.com/gpu"] = str(spec.gpus_per_worker)  # a quantity, as the server stores it
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 

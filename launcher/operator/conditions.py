@@ -18,6 +18,10 @@ FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 INVALID_SPEC = "InvalidSpec"
 NAME_CONFLICT = "NameConflict"
 REJECTED = "Rejected"
+ORPHANED_PODS = "OrphanedPods"
+"""Waiting: pods of an earlier group run without their Job (a new group would double them)."""
+PODS_NOT_CREATED = "PodsNotCreated"
+"""Waiting: the Job controller cannot create worker pods (a ResourceQuota, a webhook)."""
 RETRYABLE_FAILURES: frozenset[str] = frozenset({INVALID_SPEC, NAME_CONFLICT, REJECTED})
 """Failed for these reasons is not final: nothing ran yet, and the operator tries again
 when the spec is fixed (or the conflicting Job is gone)."""

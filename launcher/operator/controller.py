@@ -26,7 +26,7 @@ from typing import Any, Protocol, cast
 
 import kopf
 
-from launcher.cluster import apply, client, custom
+from launcher.cluster import apply, client, custom, find, stalls
 from launcher.cluster.client import Cluster
 from launcher.core import labels
 from launcher.core.errors import (
@@ -37,7 +37,7 @@ from launcher.core.errors import (
     TflaunchError,
     TransientClusterError,
 )
-from launcher.operator import crd, leader, observe, progress, reconcile
+from launcher.operator import crd, leader, observe, progress, reconcile, tenancy
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -60,7 +60,11 @@ class Outcome:
 
 
 def reconcile_once(
-    cluster: Cluster, namespace: str, name: str, now: datetime.datetime | None = None
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    now: datetime.datetime | None = None,
+    policy: tenancy.Allowlist | None = None,
 ) -> Outcome:
     """Observe one MultiWorkerJob and its children, decide, and carry the plan out.
 
@@ -83,7 +87,13 @@ def reconcile_once(
         jobs=cluster.list_objects("Job", namespace, selector),
         pods=cluster.list_objects("Pod", namespace, selector),
         now=now or datetime.datetime.now(datetime.timezone.utc),
+        others=[
+            *cluster.list_objects("Service", namespace, selector),
+            *cluster.list_objects("NetworkPolicy", namespace, selector),
+        ],
+        policy=policy or tenancy.Allowlist(),
     )
+    observed = dataclasses.replace(observed, blocked=_blocked(cluster, observed, namespace))
     chief = observe.chief_log_wanted(observed)
     if chief is not None:
         observed = dataclasses.replace(observed, chief_log=_chief_log(cluster, chief, namespace))
@@ -133,6 +143,24 @@ class ReconcileError(ClusterError):
     def __init__(self, resource: dict[str, Any], error: ClusterError) -> None:
         super().__init__(str(error))
         self.resource = resource
+
+
+def _blocked(cluster: Cluster, observed: observe.Observed, namespace: str) -> dict[str, str]:
+    """Per owned Job with fewer pods than it should run: why its pods cannot be created,
+    from its Warning events ("" while none says why). Events that cannot be read leave the
+    reason out; they never fail a reconcile."""
+    jobs, pods = observe.owned(observed)
+    live = [j for j in jobs if not j["metadata"].get("deletionTimestamp")]
+    found: dict[str, str] = {}
+    for short in stalls.missing_pods(live, pods):
+        try:
+            events = find.job_events(cluster, short.job, namespace)
+        except ClusterError as error:
+            logger.debug("%s/%s: cannot read its events: %s", namespace, short.job, error)
+            events = []
+        job = next(j for j in live if j["metadata"]["name"] == short.job)
+        found[short.job] = stalls.creation_blocked_by(job, events) or ""
+    return found
 
 
 def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
@@ -189,16 +217,11 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
         custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace)
 
 
-UNOBSERVED_CHILDREN = ("Service", "NetworkPolicy", "ConfigMap", "PodGroup")
-"""Children a reconcile does not list, so a name taken by someone else shows only here."""
-
-
 def _check_ours(cluster: Cluster, obj: Mapping[str, Any], resource: Mapping[str, Any]) -> None:
     """A child whose name was taken is fine when this MultiWorkerJob owns the object there
     (an earlier reconcile created it); otherwise raise `NameTaken`. Gone again since: the
-    next reconcile creates it."""
-    if obj["kind"] not in UNOBSERVED_CHILDREN:
-        return  # Jobs are observed: a foreign one is the plan's own NameConflict
+    next reconcile creates it. Jobs too: a reconcile lists only the Jobs with the job's
+    labels, so someone's unlabelled Job named `<name>-worker` shows only here."""
     meta = obj["metadata"]
     current = cluster.get(client.kind_key(obj), meta["name"], meta.get("namespace"))
     if current is None:
@@ -241,8 +264,15 @@ class Controller:
         metrics: told how long each reconcile took and what it saw and wrote; None: nothing.
     """
 
-    def __init__(self, cluster: Cluster, emit: Emit, metrics: Recorder | None = None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        emit: Emit,
+        metrics: Recorder | None = None,
+        policy: tenancy.Allowlist | None = None,
+    ) -> None:
         self.cluster = cluster
+        self.policy = policy or tenancy.Allowlist()
         self.emit = emit
         self.metrics = metrics
         self._running: set[tuple[str, str]] = set()
@@ -311,7 +341,7 @@ class Controller:
     def _timed_reconcile(self, namespace: str, name: str) -> Outcome:
         timing = self.metrics.timing() if self.metrics is not None else contextlib.nullcontext()
         with timing:
-            return reconcile_once(self.cluster, namespace, name)
+            return reconcile_once(self.cluster, namespace, name, policy=self.policy)
 
     def stop(self) -> None:
         for timer in self._timers.values():
@@ -374,6 +404,7 @@ def run(
     liveness: str | None,
     metrics: Recorder | None = None,
     elector: leader.Elector | None = None,
+    policy: tenancy.Allowlist | None = None,
 ) -> None:
     """Run the operator in the foreground (kopf's event loop) until it is stopped.
 
@@ -385,11 +416,13 @@ def run(
         metrics: where reconciles are reported (Prometheus, served by the caller), or None.
         elector: with more than one replica: kopf runs only while this replica holds the
             leader Lease (`launcher.operator.leader`); None runs at once.
+        policy: what a MultiWorkerJob may ask the scheduler for (`launcher.operator.tenancy`);
+            None: anything.
 
     Raises:
         LeadershipLost: the Lease could not be renewed; kopf was stopped first.
     """
-    controller = Controller(cluster, kopf_event, metrics)
+    controller = Controller(cluster, kopf_event, metrics, policy)
     kwargs: dict[str, Any] = {"clusterwide": True} if clusterwide else {"namespaces": namespaces}
     stop = threading.Event()
     if elector is not None:
@@ -457,6 +490,28 @@ async def job_changed(body: kopf.Body, namespace: str | None, memo: kopf.Memo, *
     owner = owner_of(body)
     if owner is not None and namespace:
         await memo.controller.trigger(namespace, owner)
+
+
+def _owned_child_changed(kind: str) -> Callable[..., Any]:
+    async def child_changed(
+        body: kopf.Body, namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        owner = owner_of(body)
+        if owner is not None and namespace:  # e.g. deleted while the group runs: restore it
+            await memo.controller.trigger(namespace, owner)
+
+    child_changed.__name__ = child_changed.__qualname__ = f"{kind}_changed"
+    return child_changed
+
+
+for _group, _version, _plural in (("", "v1", "services"),
+                                  ("networking.k8s.io", "v1", "networkpolicies")):  # fmt: skip
+    kopf.on.event(
+        _group, _version, _plural,
+        labels={labels.MANAGED_BY: labels.MANAGED_BY_VALUE},
+        when=lambda body, **_: owner_of(body) is not None,
+        registry=registry,
+    )(_owned_child_changed(_plural))  # fmt: skip
 
 
 @kopf.on.cleanup(registry=registry)

@@ -8,11 +8,10 @@ apart from the decisions so that each rule in `launcher.operator.reconcile` read
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from launcher.core import contract, labels
+from launcher.core import contract, labels, untrusted
 
 K8sObject = dict[str, Any]
 
@@ -110,7 +109,7 @@ def failed_workers(pods: Iterable[Mapping[str, Any]]) -> list[WorkerExit]:
                     or (pod.get("status") or {}).get("reason")
                     or ""
                 ),
-                message=str((terminated or {}).get("message") or ""),
+                message=untrusted.cut(str((terminated or {}).get("message") or "")),
             )
         )
     return sorted(exits, key=lambda e: (e.worker is None, e.worker or 0, e.pod))
@@ -122,11 +121,8 @@ def parse_result(text: str | None) -> dict[str, Any] | None:
         at = line.find(contract.RESULT_LINE_PREFIX)
         if at < 0:
             continue
-        try:
-            value = json.loads(line[at + len(contract.RESULT_LINE_PREFIX) :])
-        except ValueError:
-            continue
-        if isinstance(value, dict):
+        value = untrusted.json_object(line[at + len(contract.RESULT_LINE_PREFIX) :])
+        if value is not None:
             return value
     return None
 

@@ -29,6 +29,7 @@ from launcher.operator.objects import (
     terminated_state,
     terminating,
 )
+from launcher.operator.tenancy import Allowlist
 
 LOG_TAIL_LINES = 200
 """How much of the chief's log to read for its result line (it is printed last)."""
@@ -49,6 +50,27 @@ class Observed:
     )
     chief_log: str | None = None
     """The tail of the chief pod's log, when `chief_log_wanted()` asked for it."""
+    others: Sequence[Mapping[str, Any]] | None = None
+    """The job's Services and NetworkPolicies (by its label), so that one deleted while the
+    group runs is created again; None: not looked at (nothing is restored)."""
+    policy: Allowlist = dataclasses.field(default_factory=Allowlist)
+    """What the spec may ask the scheduler for (the operator's `--allowed-...` lists)."""
+    blocked: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Per Job that has fewer pods than it should run: why the Job controller cannot create
+    them, in the server's words (a FailedCreate event: a ResourceQuota, a webhook)."""
+
+
+def orphaned_pods(observed: Observed) -> list[str]:
+    """Pods with the job's label that no Job it has (its own or another's) owns, and that
+    have not ended: left behind by `kubectl delete job --cascade=orphan` (or not yet
+    collected). A new worker group beside them would give each worker name two pods."""
+    job_uids = {str(meta_of(j).get("uid")) for j in observed.jobs if meta_of(j).get("uid")}
+    return sorted(
+        name_of(p)
+        for p in observed.pods
+        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and not owned_by(p, job_uids)
+    )
 
 
 def owned(observed: Observed) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:

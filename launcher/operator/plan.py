@@ -16,6 +16,9 @@ CONFLICT_RETRY_SECONDS = 30.0
 RESTART_POLL_SECONDS = 5.0
 """How soon to look again while old Jobs are still terminating (their deletion events
 usually come first)."""
+STALL_POLL_SECONDS = 10.0
+"""How soon to look again while something that no watch reports holds the group up: pods
+the Job controller cannot create, or orphaned pods of an earlier group."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,8 @@ from launcher.operator.children import bool_text, children, remaining_deadline, 
 from launcher.operator.conditions import (
     INVALID_SPEC,
     NAME_CONFLICT,
+    ORPHANED_PODS,
+    PODS_NOT_CREATED,
     REJECTED,
     finished,
     with_phase,
@@ -56,10 +58,11 @@ from launcher.operator.objects import (
     name_of,
     terminating,
 )
-from launcher.operator.observe import Group, Observed, observe, owned
+from launcher.operator.observe import Group, Observed, observe, orphaned_pods, owned
 from launcher.operator.plan import (
     CONFLICT_RETRY_SECONDS,
     RESTART_POLL_SECONDS,
+    STALL_POLL_SECONDS,
     transition_events,
 )
 from launcher.operator.plan import Event as Event
@@ -209,7 +212,7 @@ def _run_group(g: Group) -> Plan:
     missing = set(g.job_names) - {name_of(j) for j in g.live}
     if missing and not stale:
         return _create(g, restarted=False)  # only the missing Jobs
-    return _steady(g, spec_change_pending=stale)
+    return _restore(g, _steady(g, spec_change_pending=stale))
 
 
 # --- Step 3, plan writes: restarts and spec changes (delete, wait until gone, create) ---------
@@ -269,7 +272,17 @@ def _name_conflict(g: Group, foreign: list[str]) -> Plan:
 
 
 def _create(g: Group, restarted: bool) -> Plan:
-    """Create what is missing: the Service, NetworkPolicy and the absent Jobs."""
+    """Create what is missing: the Service, NetworkPolicy and the absent Jobs; not while
+    pods of an earlier group run without their Job (`_orphans_in_the_way`), and not what the
+    operator's allowlist refuses (`launcher.operator.tenancy`: the pods would be created with
+    the operator's rights, not the author's). A group that runs keeps running."""
+    try:
+        g.observed.policy.check(g.job)
+    except SpecError as error:
+        return _invalid_spec(g.observed, g.old, g.jobs, error)
+    orphans = orphaned_pods(g.observed)
+    if orphans:
+        return _orphans_in_the_way(g, orphans)
     deadline = remaining_deadline(g.job, g.status, g.now)
     if deadline is not None and deadline <= 0:
         return outcome.fail(
@@ -307,6 +320,52 @@ def _create(g: Group, restarted: bool) -> Plan:
     )
 
 
+RESTORED = "Restored"
+RESTORED_KINDS = ("Service", "NetworkPolicy")
+"""Children created again when they are deleted while the group runs: without the Service
+the workers' names stop resolving; without the NetworkPolicy anyone may reach their gRPC."""
+
+
+def _orphans_in_the_way(g: Group, orphans: Sequence[str]) -> Plan:
+    """Pods of an earlier group that lost their Job (`kubectl delete job --cascade=orphan`)
+    still run under the workers' hostnames: a second group beside them would give each
+    worker name two pods (and the Service two addresses). Wait until they are gone."""
+    shown = ", ".join(orphans[:3]) + (f" and {len(orphans) - 3} more" if len(orphans) > 3 else "")
+    namespace = meta_of(g.observed.resource).get("namespace")
+    message = (
+        f"{len(orphans)} pod(s) of an earlier worker group still run without their Job "
+        f"({shown}; e.g. after kubectl delete job --cascade=orphan): a second group beside "
+        f"them would give each worker name two pods; delete them (kubectl delete pods -n "
+        f"{namespace} -l {labels.JOB_NAME}={g.job.name}) and the operator starts the group"
+    )
+    status = with_phase(g.status, "Created", ORPHANED_PODS, message, g.now)
+    status = with_workers(status, 0, g.workers)
+    said = g.old.reason == ORPHANED_PODS and g.old.message == message
+    return Plan(
+        status=None if status == g.old else status,
+        events=() if said else (Event("Warning", ORPHANED_PODS, message),),
+        requeue_after=STALL_POLL_SECONDS,  # pods are not watched: look again
+    )
+
+
+def _restore(g: Group, plan: Plan) -> Plan:
+    """`plan`, plus the Service or NetworkPolicy that someone deleted while the group runs
+    (a Warning event says so). Only when the controller looked (`Observed.others`)."""
+    found = g.observed.others
+    if found is None:
+        return plan
+    have = {(str(o.get("kind")), name_of(o)) for o in found}
+    desired = children(g.job, g.observed.resource, g.status.restarts, None)
+    missing = tuple(
+        o for o in desired if o["kind"] in RESTORED_KINDS and (o["kind"], name_of(o)) not in have
+    )
+    if not missing:
+        return plan
+    what = ", ".join(f"{o['kind']} {name_of(o)}" for o in missing)
+    event = Event("Warning", RESTORED, f"{what} was deleted while the workers run: created again")
+    return dataclasses.replace(plan, create=(*plan.create, *missing), events=(*plan.events, event))
+
+
 # --- Step 4, decide status: a group that exists and has not finished ------------------------
 
 
@@ -334,7 +393,16 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
     else:
         phase, reason = "Created", "WaitingForWorkers"
         message = f"waiting for the workers: {ready}/{total} ready"
+    short = g.observed.blocked
+    causes = {job: why for job, why in sorted(short.items()) if why}
+    if phase == "Created" and causes:
+        reason = PODS_NOT_CREATED
+        message += "; " + "; ".join(
+            f"Job {job} cannot create its pods: {why}" for job, why in causes.items()
+        )
     events: list[Event] = []
+    if reason == PODS_NOT_CREATED and g.old.reason != PODS_NOT_CREATED:
+        events.append(Event("Warning", PODS_NOT_CREATED, message))
     if spec_change_pending and g.job.spec.suspend:
         message = f"{message}; the edited spec is applied once the Jobs are suspended"
     elif spec_change_pending:
@@ -356,6 +424,8 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
         status=None if status == g.old else status,
         patch_jobs=patches,
         events=tuple(events),
+        # pods that cannot be created change no Job: look again for the reason, or its end
+        requeue_after=STALL_POLL_SECONDS if short and not suspended else None,
     )
 
 

@@ -108,6 +108,24 @@ def test_replace_refuses_an_invalid_new_spec_before_deleting_anything(
     assert stored(fake) == before
 
 
+def test_replace_sends_every_object_as_rendered_not_through_the_clients_models(
+    cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    # kubernetes 37's typed create methods validate the body with pydantic models: an integer
+    # quantity (which the API server takes) failed there as an internal error (issue 27 item 1)
+    objects = job_objects(spec__gpusPerWorker=1)
+    job = next(o for o in objects if o["kind"] == "Job")
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
+    apply.apply_job(cluster, job_objects())
+
+    apply.apply_job(cluster, objects, replace=True)
+
+    creates = [r for r in fake.requests if r.method == "POST" and r.path.endswith("/jobs")]
+    assert [r.dry_run for r in creates] == [True]  # checked before the old Job is deleted
+    for sent in [r.body for r in creates] + [fake.get("Job", "mnist-worker")]:
+        assert sent["spec"] == job["spec"]
+
+
 def test_a_dry_run_checks_with_the_server_and_stores_nothing(
     cluster: Cluster, fake: FakeKubernetes
 ) -> None:

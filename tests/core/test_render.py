@@ -126,7 +126,7 @@ def test_gpus_are_limits_only_and_only_when_asked_for():
     cpu = _pod_spec(render(load_job(None)))["containers"][0]["resources"]
     assert "nvidia.com/gpu" not in {**cpu["limits"], **cpu["requests"]}
     gpu = _pod_spec(render(load_job("examples/mnist-gpu.yaml")))["containers"][0]["resources"]
-    assert gpu["limits"]["nvidia.com/gpu"] == 1
+    assert gpu["limits"]["nvidia.com/gpu"] == "1"
     assert "nvidia.com/gpu" not in gpu["requests"]
 
 

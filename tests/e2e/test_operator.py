@@ -48,7 +48,7 @@ def _free_port() -> int:
 
 
 class Operator:
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, *extra: str) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log
         self._log = log.open("w")
@@ -56,7 +56,8 @@ class Operator:
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "launcher", "operator", "-A", "--liveness", "",
-             "--metrics-address", self.metrics_url.split("/")[2], "--kubeconfig", str(kubeconfig)],
+             "--metrics-address", self.metrics_url.split("/")[2], "--kubeconfig", str(kubeconfig),
+             *extra],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
         )  # fmt: skip
 

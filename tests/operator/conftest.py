@@ -96,11 +96,21 @@ class Api:
     # -- the operator
 
     async def reconcile(self, name: str = "mnist") -> controller.Outcome:
+        self.collect_garbage()
         return await asyncio.to_thread(
             controller.reconcile_once, self.cluster, NAMESPACE, name, self.now
         )
 
-    # -- the Job controller and the kubelet
+    # -- the Job controller, the garbage collector and the kubelet
+
+    def collect_garbage(self) -> None:
+        """Delete the pods of deleted Jobs, as the garbage collector does (with foreground
+        deletion, before the Job itself is gone)."""
+        jobs = {j["metadata"].get("uid") for j in self.objects(JOBS).values()}
+        for name, pod in self.objects(PODS).items():
+            owners = {o.get("uid") for o in pod["metadata"].get("ownerReferences") or []}
+            if owners and not owners & jobs:
+                del self.mock.objects[PODS, NAMESPACE, name]
 
     def run_jobs(self) -> None:
         """Give new Jobs a uid and running, ready pods (unless suspended)."""

@@ -35,7 +35,7 @@ app.kubernetes.io/part-of: tflaunch
   verbs: [update]  # children's blockOwnerDeletion (OwnerReferencesPermissionEnforcement)
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [list, watch, create, patch, delete]  # patch: spec.suspend
+  verbs: [get, list, watch, create, patch, delete]  # patch: spec.suspend; get: on 409, whose?
 - apiGroups: [""]
   resources: [pods]
   verbs: [list]
@@ -44,16 +44,16 @@ app.kubernetes.io/part-of: tflaunch
   verbs: [get]  # the chief's TFLAUNCH_RESULT line
 - apiGroups: [""]
   resources: [services]
-  verbs: [create, get]  # get: on 409, whose is the Service with the job's name?
+  verbs: [create, get, list, watch]  # get: on 409, whose is it? watch: restore a deleted one
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [create, get]  # get: on 409, whose is it?
+  verbs: [create, get, list, watch]  # get: on 409, whose is it? watch: restore a deleted one
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [create, get]  # spec.script; get: on 409, whose is it?
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, list]  # list: a Job's FailedCreate (e.g. a ResourceQuota refused its pods)
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get, create, patch]  # spec.gang: server-side apply; get: whose is it?
