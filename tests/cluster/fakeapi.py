@@ -70,6 +70,9 @@ class Failure:
     body: Obj
     times: int = 1_000_000
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    writes_only: bool = False
+    """Only requests that would store something (no dryRun): a server that dies after every
+    check passed."""
 
 
 @dataclasses.dataclass
@@ -202,6 +205,7 @@ class FakeKubernetes:
         message: str,
         times: int = 1_000_000,
         headers: dict[str, str] | None = None,
+        writes_only: bool = False,
         **details: Any,
     ) -> None:
         reason = {
@@ -223,6 +227,7 @@ class FakeKubernetes:
                 status(code, reason, message, **details),
                 times,
                 headers or {},
+                writes_only,
             )
         )
 
@@ -321,7 +326,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with api.lock:
             api.requests.append(request)
             for failure in api.failures:
-                if failure.times > 0 and failure.method == method and failure.path.search(url.path):
+                if (
+                    failure.times > 0
+                    and failure.method == method
+                    and failure.path.search(url.path)
+                    and not (failure.writes_only and query.get("dryRun"))
+                ):
                     failure.times -= 1
                     self._send(failure.status, failure.body, failure.headers)
                     return

@@ -224,3 +224,26 @@ def test_submitted_objects_carry_the_jobs_labels(cluster: Cluster, fake: FakeKub
 
     for obj in fake.all():
         assert obj["metadata"]["labels"][labels.JOB_NAME] == "mnist"
+
+
+def test_a_server_that_fails_midway_is_reported_with_what_was_written_and_how_to_converge(
+    cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    """Issue 27 item 16: every check passed, then the server answered 503 for the third Job."""
+    objects = job_objects(spec__layout="per-worker", spec__workers=4)
+    fake.fail("PATCH", r"/jobs/mnist-worker-2$", 503, "etcdserver: leader changed",
+              writes_only=True)  # fmt: skip
+
+    with pytest.raises(apply.PartiallyApplied) as caught:
+        apply.apply_job(cluster, objects)
+
+    message = str(caught.value)
+    assert "Job mnist-worker-0, Job mnist-worker-1" in message
+    assert "not yet: 2 (Job mnist-worker-2, Job mnist-worker-3)" in message
+    assert "tflaunch submit` again" in message and "503" in message
+    fake.failures.clear()
+    applied = apply.apply_job(cluster, objects)
+    assert {a.name: a.action for a in applied if a.kind == "Job"} == {
+        "mnist-worker-0": "unchanged", "mnist-worker-1": "unchanged",
+        "mnist-worker-2": "created", "mnist-worker-3": "created",
+    }  # fmt: skip
