@@ -201,6 +201,24 @@ operator-image: ## Build the operator image OPERATOR_IMAGE:OPERATOR_TAG (launche
 		--build-arg REVISION=$(REVISION) --tag $(OPERATOR_REF) \
 		$(DOCKER_BUILD_FLAGS) .
 
+# Offline, no Docker and no registry (hack/images.sh): the bases from Debian's packages and
+# PyPI, the Dockerfiles above built with buildah, saved as docker-archives in
+# ~/.cache/tflaunch/images, keyed by their inputs. Needs root, buildah and debootstrap.
+IMAGES_SH ?= hack/images.sh
+IMAGES ?= all
+
+.PHONY: images-offline
+images-offline: ## Build the CPU trainer and operator images offline (root, buildah); prints "REF ARCHIVE" (IMAGES=trainer|operator)
+	$(IMAGES_SH) build $(IMAGES)
+
+.PHONY: images-smoke
+images-smoke: ## Train a few steps in the offline trainer image under runc, as a pod runs it (root, runc)
+	$(IMAGES_SH) smoke
+
+.PHONY: test-images
+test-images: install ## The offline images' tests (tests/image: archive config, runs under runc)
+	$(BIN)/pytest tests/image
+
 .PHONY: push
 push: image ## Tag the trainer image into REGISTRY and push it: make push REGISTRY=ghcr.io/your-org
 	$(if $(strip $(REGISTRY)),,$(error REGISTRY is empty: say where to push, e.g. make push REGISTRY=ghcr.io/your-org))

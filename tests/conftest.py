@@ -1,4 +1,5 @@
-"""Shared test configuration. Suites: core/, local/, trainer/, cluster/, operator/, infra/, e2e/.
+"""Shared test configuration. Suites: core/, local/, trainer/, cluster/, operator/, infra/, e2e/,
+image/.
 
 `make test` runs the suite on pytest-xdist workers (see docs/testing.md); the scheduler
 below decides what may run side by side on a 2-core machine.
@@ -17,6 +18,7 @@ import pytest
 # plane) and the rest run beside them.
 TENSORFLOW_MODULES = frozenset(
     {
+        "tests/image/test_images.py",
         "tests/local/test_live_bar.py",
         "tests/local/test_own_programs.py",
         "tests/local/test_preemption.py",

@@ -46,6 +46,7 @@ DOCKERFILES = [
     "docker/Dockerfile",
     "docker/Dockerfile.operator",
     "docker/Dockerfile.custom-example",
+    "docker/base/Dockerfile",
 ]
 
 

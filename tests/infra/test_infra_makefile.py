@@ -177,6 +177,19 @@ def test_operator_image_builds_the_operator_dockerfile(make_dry_run: MakeDryRun)
     assert option(argv, "--tag") == f"tflaunch-operator:{VERSION}"
 
 
+@pytest.mark.parametrize(("overrides", "which"), [((), "all"), (("IMAGES=trainer",), "trainer")])
+def test_images_offline_builds_with_the_offline_script(
+    make_dry_run: MakeDryRun, overrides: tuple[str, ...], which: str
+) -> None:
+    assert find_command(make_dry_run("images-offline", *overrides), "images.sh") == [
+        "hack/images.sh", "build", which,
+    ]  # fmt: skip
+
+
+def test_images_smoke_runs_the_trainer_archive(make_dry_run: MakeDryRun) -> None:
+    assert find_command(make_dry_run("images-smoke"), "images.sh") == ["hack/images.sh", "smoke"]
+
+
 def test_push_without_registry_fails_with_a_message_before_doing_anything(make: Make) -> None:
     result = make("-n", "push")
 

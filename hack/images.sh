@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# The trainer and operator images, built on this machine with no image registry, from the
+# project's own Dockerfiles (docker/Dockerfile with VARIANT=cpu, docker/Dockerfile.operator).
+#
+# The bases are made here too: a Debian root filesystem from Debian's packages
+# (docker/base/rootfs.sh, debootstrap) with Python in a venv and, for the trainer, TensorFlow
+# from PyPI (docker/base/Dockerfile, hash-locked requirements). They reach the Dockerfiles
+# through their existing BASE_IMAGE / PYTHON_IMAGE arguments, so the Dockerfile built here is
+# the one users build with Docker. The builder is buildah (Debian's package; RUN --mount and
+# unused-stage skipping as BuildKit does), run as root with chroot isolation.
+#
+# Each image is saved as a docker-archive (`docker save` format), which `docker load`,
+# `ctr -n k8s.io images import` and `kind load image-archive` all read, under
+# $TFLAUNCH_CACHE/images (default ~/.cache/tflaunch/images), named by a hash of every input that
+# changes it: the build context the Dockerfiles see (per /.dockerignore: pyproject.toml,
+# README.md, launcher/, trainer/, docker/, including an ignored docker/data/mnist.npz), the
+# base recipe, the versions and build arguments. A second build with no input changed finds
+# the archives and builds nothing.
+#
+#   hack/images.sh build [trainer|operator|all]   build what is missing; print "REF ARCHIVE"
+#   hack/images.sh path trainer|operator          print the archive for the current inputs
+#                                                 (exit 1 when it is not built)
+#   hack/images.sh ref trainer|operator           print the image reference
+#   hack/images.sh run ARCHIVE [-e K=V]... [--name NAME] [--] [ARG...]
+#                                                 run an archive under runc as the pods do
+#   hack/images.sh kill NAME [SIGNAL]             signal that container's PID 1 (TERM)
+#   hack/images.sh smoke                          a few training steps in the trainer archive
+#   hack/images.sh lock                           regenerate docker/base/requirements-*.txt
+#   hack/images.sh clean                          remove the cache (archives, rootfs, storage)
+#
+# Environment: TFLAUNCH_CACHE, TF_VERSION (2.21.0), SUITE (bookworm), MIRROR (the Debian archive
+# this machine's apt uses),
+# STORAGE_DRIVER (overlay; vfs where overlay cannot mount), BUILD_CA_BUNDLE (below), and MNIST,
+# MNIST_URL, MNIST_SHA256, MNIST_PYPI_URL (the trainer's build arguments, passed when set).
+# Needs root, debootstrap and buildah; `run` and `smoke` need runc, skopeo and umoci.
+set -euo pipefail
+shopt -s inherit_errexit
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
+IMAGES_DIR="$CACHE_ROOT/images"
+STORAGE_DRIVER=${STORAGE_DRIVER:-overlay}
+TF_VERSION=${TF_VERSION:-2.21.0}
+SUITE=${SUITE:-bookworm}
+MIRROR=${MIRROR:-$("$root/docker/base/apt-mirror.sh")}
+# The CA bundle the builds' RUN steps trust (pip, the MNIST download), bind-mounted over the
+# image's own for the build only, never committed: this machine's, so that a TLS-intercepting
+# proxy it trusts is trusted by the build too. Empty: the image's own Debian bundle.
+BUILD_CA_BUNDLE=${BUILD_CA_BUNDLE-/etc/ssl/certs/ca-certificates.crt}
+VARIANT=cpu
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml")
+# Bump RECIPE when the way the images are assembled here changes, so caches rebuild.
+RECIPE=1
+CONTEXT_HASH=
+
+TRAINER_REF="tflaunch-trainer:$VERSION-$VARIANT"
+OPERATOR_REF="tflaunch-operator:$VERSION"
+
+log() { printf 'images: %s %s\n' "$(date +%T)" "$*" >&2; }
+die() { printf 'images: error: %s\n' "$*" >&2; exit 2; }
+
+# Options of every `buildah bud` here: no pulls (nothing is fetched from a registry, a missing
+# base fails the build), chroot isolation (root, no user namespaces needed), layer caching.
+bud_flags() {
+  printf '%s\n' --pull-never --isolation chroot --layers
+  [[ -z $BUILD_CA_BUNDLE ]] || printf '%s\n' -v "$BUILD_CA_BUNDLE:/etc/ssl/certs/ca-certificates.crt:ro"
+}
+
+buildah_() {
+  buildah --root "$IMAGES_DIR/storage/$STORAGE_DRIVER" --runroot "$IMAGES_DIR/run/$STORAGE_DRIVER" \
+    --storage-driver "$STORAGE_DRIVER" "$@"
+}
+
+need_build_tools() {
+  [[ $(id -u) -eq 0 ]] || die "building images needs root (debootstrap, buildah with chroot isolation): run as root"
+  local tool missing=()
+  for tool in buildah debootstrap; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  [[ ${#missing[@]} -eq 0 ]] || die "${missing[*]} not found: apt-get install ${missing[*]}"
+  # RUN --mount=...,from=STAGE and skipping the stages a target does not use (the Dockerfile's
+  # tensorflow/tensorflow bases are never pulled): buildah 1.28 (Debian 12) has both.
+  local version
+  version=$(buildah --version | awk '{print $3}')
+  [[ "$(printf '%s\n' 1.28 "$version" | sort -V | head -1)" == 1.28 ]] ||
+    die "buildah $version is too old: the Dockerfiles need buildah >= 1.28 (Debian 12's)"
+}
+
+sha() { sha256sum | cut -c1-16; }
+
+# The build context's files as the Dockerfiles see them: /.dockerignore's allowlist (`!PATH`
+# lines) minus its `**/NAME` exclusions, with each file's path, mode and content hashed.
+context_hash() {
+  python3 - "$root" <<'PY'
+import fnmatch
+import hashlib
+import os
+import sys
+
+root = sys.argv[1]
+includes, excludes = [], []
+with open(os.path.join(root, ".dockerignore")) as f:
+    for line in f:
+        line = line.strip()
+        if not line or line.startswith("#") or line == "*":
+            continue
+        if line.startswith("!"):
+            includes.append(line[1:].strip("/"))
+        elif line.startswith("**/"):
+            excludes.append(line[3:])
+        else:
+            sys.exit(f"images: .dockerignore line {line!r} is not understood by hack/images.sh")
+
+def excluded(rel):
+    return any(fnmatch.fnmatch(part, pat) for part in rel.split("/") for pat in excludes)
+
+files = []
+for inc in includes:
+    top = os.path.join(root, inc)
+    if os.path.isfile(top):
+        files.append(inc)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if not excluded(d))
+        for name in filenames:
+            rel = os.path.relpath(os.path.join(dirpath, name), root)
+            if not excluded(rel):
+                files.append(rel)
+digest = hashlib.sha256()
+for rel in sorted(set(files)):
+    path = os.path.join(root, rel)
+    digest.update(f"{rel}\0{os.stat(path).st_mode & 0o111:o}\0".encode())
+    with open(path, "rb") as f:
+        digest.update(hashlib.sha256(f.read()).digest())
+print(digest.hexdigest()[:16])
+PY
+}
+
+# The keys: each names what changes the thing it keys.
+rootfs_key() {
+  { cat "$root/docker/base/rootfs.sh"; echo "$SUITE $MIRROR ${PACKAGES:-} r$RECIPE"; } | sha
+}
+base_key() {
+  { rootfs_key; cat "$root"/docker/base/Dockerfile "$root"/docker/base/requirements-*.txt
+    echo "$TF_VERSION"; } | sha
+}
+image_key() { # NAME
+  # The context's hash is computed once per call of this script (it reads every file).
+  [[ -n ${CONTEXT_HASH:-} ]] || CONTEXT_HASH=$(context_hash)
+  { echo "$1 $VERSION $TF_VERSION r$RECIPE"
+    echo "${MNIST:-} ${MNIST_URL:-} ${MNIST_SHA256:-} ${MNIST_PYPI_URL:-}"; base_key
+    echo "$CONTEXT_HASH"; } | sha
+}
+archive_for() { # trainer|operator
+  case "$1" in
+    trainer) echo "$IMAGES_DIR/tflaunch-trainer-$VERSION-$VARIANT-$(image_key trainer).tar" ;;
+    operator) echo "$IMAGES_DIR/tflaunch-operator-$VERSION-$(image_key operator).tar" ;;
+    *) die "unknown image '$1': trainer or operator" ;;
+  esac
+}
+ref_for() {
+  case "$1" in
+    trainer) echo "$TRAINER_REF" ;;
+    operator) echo "$OPERATOR_REF" ;;
+    *) die "unknown image '$1': trainer or operator" ;;
+  esac
+}
+
+ensure_rootfs() {
+  local out
+  out="$IMAGES_DIR/rootfs/debian-$SUITE-$(rootfs_key).tar"
+  if [[ ! -f "$out" ]]; then
+    mkdir -p "$(dirname "$out")"
+    SUITE=$SUITE MIRROR=$MIRROR "$root/docker/base/rootfs.sh" "$out"
+  fi
+  echo "$out"
+}
+
+# ensure_base TARGET: the base image TARGET (python|tensorflow-cpu) in buildah's storage,
+# tagged by the base key; printed as its local reference.
+ensure_base() {
+  local target=$1 key ref ctx rootfs flags
+  key=$(base_key)
+  ref="localhost/tflaunch-base:$target-$key"
+  if ! buildah_ inspect --type image "$ref" >/dev/null 2>&1; then
+    rootfs=$(ensure_rootfs)
+    ctx=$(mktemp -d "$IMAGES_DIR/base-context.XXXXXX")
+    cp "$root"/docker/base/Dockerfile "$root"/docker/base/requirements-*.txt "$ctx/"
+    ln "$rootfs" "$ctx/rootfs.tar" 2>/dev/null || cp "$rootfs" "$ctx/rootfs.tar"
+    log "building the base $ref"
+    mapfile -t flags < <(bud_flags)
+    buildah_ bud "${flags[@]}" --target "$target" \
+      --build-arg TF_VERSION="$TF_VERSION" \
+      --label org.opencontainers.image.title="tflaunch-base-$target" \
+      --label dev.tflaunch.base-recipe="$key" \
+      -f "$ctx/Dockerfile" -t "$ref" "$ctx" >&2
+    rm -rf "$ctx"
+  fi
+  echo "$ref"
+}
+
+# The storage keeps the current bases (tagged with this base key) and nothing else: the images
+# built before are in their archives, and a rebuild re-runs the steps after the base.
+prune_storage() {
+  local key ref
+  key=$(base_key)
+  while read -r ref; do
+    [[ "$ref" == localhost/tflaunch-base:*-"$key" ]] || buildah_ rmi --force "$ref" >/dev/null 2>&1 || true
+  done < <(buildah_ images --format '{{.Name}}:{{.Tag}}' --noheading 2>/dev/null | grep -v '<none>' || true)
+  buildah_ rm --all >/dev/null 2>&1 || true
+  buildah_ rmi --prune >/dev/null 2>&1 || true
+}
+
+revision() {
+  local rev
+  rev=$(git -C "$root" rev-parse HEAD 2>/dev/null) || { echo unknown; return; }
+  [[ -z $(git -C "$root" status --porcelain 2>/dev/null) ]] || rev="$rev-dirty"
+  echo "$rev"
+}
+
+# build_one trainer|operator: build the image unless its archive exists; print "REF ARCHIVE".
+build_one() {
+  local name=$1 archive ref base tmp
+  archive=$(archive_for "$name")
+  ref=$(ref_for "$name")
+  if [[ -f "$archive" ]]; then
+    log "$ref: cached ($archive)"
+    echo "$ref $archive"
+    return
+  fi
+  local args
+  mapfile -t args < <(bud_flags)
+  args+=(--build-arg VERSION="$VERSION"
+    --build-arg REVISION="$(revision)" -t "docker.io/library/$ref")
+  case "$name" in
+    trainer)
+      base=$(ensure_base tensorflow-cpu)
+      args+=(-f docker/Dockerfile --build-arg VARIANT="$VARIANT" --build-arg TF_VERSION="$TF_VERSION"
+        --build-arg BASE_IMAGE="$base")
+      local arg
+      for arg in MNIST MNIST_URL MNIST_SHA256 MNIST_PYPI_URL; do
+        [[ -z ${!arg:-} ]] || args+=(--build-arg "$arg=${!arg}")
+      done
+      ;;
+    operator)
+      base=$(ensure_base python)
+      args+=(-f docker/Dockerfile.operator --build-arg PYTHON_IMAGE="$base")
+      ;;
+  esac
+  log "building $ref from ${args[*]}"
+  (cd "$root" && buildah_ bud "${args[@]}" .) >&2
+  tmp="$archive.partial"
+  rm -f "$tmp"
+  # Named as Docker and containerd name `image: tflaunch-trainer:...` in a pod spec.
+  buildah_ push --quiet "docker.io/library/$ref" "docker-archive:$tmp:docker.io/library/$ref" >&2
+  mv "$tmp" "$archive"
+  # Keep one archive per image: the previous inputs' archives are of no further use.
+  local old
+  for old in "${archive%-*}"-*.tar; do
+    [[ "$old" == "$archive" ]] && continue
+    rm -rf "$old" "$IMAGES_DIR/bundles/$(basename "${old%.tar}")"
+  done
+  prune_storage
+  log "$ref: built ($archive, $(du -h "$archive" | cut -f1))"
+  echo "$ref $archive"
+}
+
+cmd_build() {
+  local which=${1:-all} name
+  need_build_tools
+  CONTEXT_HASH=$(context_hash)
+  mkdir -p "$IMAGES_DIR"
+  exec 9>"$IMAGES_DIR/.lock"
+  flock 9
+  case "$which" in
+    all)
+      # Both bases first, while the python stage's layers are still cached for the second.
+      if [[ ! -f $(archive_for trainer) || ! -f $(archive_for operator) ]]; then
+        ensure_base python >/dev/null
+        ensure_base tensorflow-cpu >/dev/null
+      fi
+      for name in trainer operator; do build_one "$name"; done
+      ;;
+    trainer | operator) build_one "$which" ;;
+    *) die "unknown image '$which': trainer, operator or all" ;;
+  esac
+}
+
+cmd_path() {
+  local archive
+  archive=$(archive_for "${1:?usage: images.sh path trainer|operator}")
+  echo "$archive"
+  [[ -f "$archive" ]] || { log "not built for the current inputs: hack/images.sh build ${1}"; exit 1; }
+}
+
+# The requirement locks of docker/base/Dockerfile, regenerated from PyPI: the wheels pip picks
+# for CPython 3.11 on x86-64 Linux (Debian 12's Python), each with its sha256.
+cmd_lock() {
+  local dl
+  dl=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$dl'" EXIT
+  write_lock() { # OUT REQUIREMENT...
+    local out=$1
+    shift
+    rm -rf "$dl/w" && mkdir "$dl/w"
+    python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+      --python-version 3.11 --implementation cp --abi cp311 \
+      --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 \
+      --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 \
+      --platform manylinux1_x86_64 --platform linux_x86_64 \
+      -d "$dl/w" "$@"
+    python3 - "$dl/w" "$*" >"$out" <<'PY'
+import hashlib
+import pathlib
+import re
+import sys
+
+print(f"# Generated by `hack/images.sh lock` from: {sys.argv[2]}")
+print("# Wheels for CPython 3.11 on x86-64 Linux (Debian 12), each with its sha256.")
+for whl in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):
+    name, version = whl.name.split("-")[:2]
+    name = re.sub(r"[-_.]+", "-", name).lower()
+    digest = hashlib.sha256(whl.read_bytes()).hexdigest()
+    print(f"{name}=={version} \\\n    --hash=sha256:{digest}")
+PY
+    log "wrote $out"
+  }
+  write_lock "$root/docker/base/requirements-pip.txt" pip
+  write_lock "$root/docker/base/requirements-tensorflow-cpu.txt" \
+    "tensorflow-cpu==$TF_VERSION" "tensorboard==$TF_VERSION"
+}
+
+# cmd_run ARCHIVE [-e KEY=VALUE]... [--name NAME] [--] [ARG...]: run the image in ARCHIVE under
+# runc (container NAME, for `kill`) as the
+# pods run it (no node, no registry): its ENTRYPOINT with ARGs in place of its CMD (as
+# `docker run IMAGE ARG...`), as its USER, on a read-only root filesystem with /tmp and
+# /checkpoints as fresh tmpfs (the pods' emptyDirs), every capability dropped, no new
+# privileges, own PID, network (loopback only), IPC, UTS and mount namespaces. The image is
+# unpacked once per archive (skopeo to an OCI layout, umoci to a bundle, the image config
+# beside it); each run gets its own config.json next to that shared rootfs. Exits with the
+# container's status.
+cmd_run() {
+  local archive=${1:?usage: images.sh run ARCHIVE [-e KEY=VALUE]... [--name NAME] [--] [ARG...]}
+  shift
+  local env=() name=
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      -e) env+=("${2:?-e needs KEY=VALUE}"); shift 2 ;;
+      --name) name=${2:?--name needs a container name}; shift 2 ;;
+      --) shift; break ;;
+      *) break ;;
+    esac
+  done
+  [[ $(id -u) -eq 0 ]] || die "runc needs root here: run as root"
+  local tool
+  for tool in runc skopeo umoci; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found: apt-get install $tool"
+  done
+  [[ -f "$archive" ]] || die "no image archive at $archive: hack/images.sh build"
+  local unpacked
+  unpacked="$IMAGES_DIR/bundles/$(basename "${archive%.tar}")"
+  mkdir -p "$IMAGES_DIR/bundles"
+  (
+    flock 8
+    if [[ ! -d "$unpacked/rootfs" ]]; then
+      rm -rf "$unpacked" "$unpacked.oci" "$unpacked.partial"
+      log "unpacking $archive into $unpacked"
+      skopeo copy --quiet "docker-archive:$archive" "oci:$unpacked.oci:image" >&2
+      umoci unpack --image "$unpacked.oci:image" "$unpacked.partial" >&2
+      skopeo inspect --config "oci:$unpacked.oci:image" >"$unpacked.partial/image-config.json"
+      rm -rf "$unpacked.oci"
+      mv "$unpacked.partial" "$unpacked"
+    fi
+  ) 8>"$IMAGES_DIR/bundles/.lock"
+  local run_dir id status=0
+  run_dir=$(mktemp -d "$IMAGES_DIR/bundles/run.XXXXXX")
+  id=${name:-tflaunch-${run_dir##*.}}
+  python3 "$here/oci_config.py" "$unpacked" "$run_dir/config.json" "${#env[@]}" "${env[@]}" "$@"
+  runc --root "$IMAGES_DIR/runc" run --bundle "$run_dir" "$id" </dev/null || status=$?
+  runc --root "$IMAGES_DIR/runc" delete --force "$id" >/dev/null 2>&1 || true
+  rm -rf "$run_dir"
+  return "$status"
+}
+
+# The trainer image's smoke run: the wrapper as PID 1 starts the built-in trainer for a few
+# steps on the baked data, TF_CONFIG unset (one worker).
+cmd_smoke() {
+  local archive
+  archive=$(cmd_path trainer)
+  cmd_run "$archive" -- python -m trainer --epochs 1 --steps-per-epoch 5 \
+    --max-train-examples 2560 --max-test-examples 512 --checkpoint-dir /checkpoints
+}
+
+case "${1:-}" in
+  build) shift; cmd_build "$@" ;;
+  path) shift; cmd_path "$@" ;;
+  ref) shift; ref_for "${1:?usage: images.sh ref trainer|operator}" ;;
+  lock) cmd_lock ;;
+  run) shift; cmd_run "$@" ;;
+  kill)
+    shift
+    runc --root "$IMAGES_DIR/runc" kill "${1:?usage: images.sh kill NAME [SIGNAL]}" "${2:-TERM}"
+    ;;
+  smoke) cmd_smoke ;;
+  clean)
+    [[ ! -d "$IMAGES_DIR/storage" ]] || buildah_ rm --all >/dev/null 2>&1 || true
+    for d in "$IMAGES_DIR"/storage/*/overlay; do [[ -d $d ]] && umount -R "$d"/*/merged 2>/dev/null || true; done
+    rm -rf "$IMAGES_DIR"
+    log "removed $IMAGES_DIR"
+    ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
