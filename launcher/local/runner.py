@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from launcher.core import contract, tfconfig, workload
+from launcher.core import contract, script, tfconfig, workload
 from launcher.core.errors import WorkersFailed
 from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.console import trainer_error
@@ -447,11 +448,16 @@ def _log_files(paths: LocalPaths, workers: int, restarts: int) -> Iterator[list[
 
 
 def _write_script(job: MultiWorkerJob, paths: LocalPaths) -> None:
-    """spec.script where the workers run it, as a pod finds it in its ConfigMap."""
+    """spec.script's files where the workers run them, with the layout a pod finds in its
+    ConfigMap (no file of an earlier run left beside them): the entry file's directory is
+    the first on the program's import path, so `import mnist_setup` finds its neighbour."""
     if job.spec.script is None:
         return
-    paths.script_dir.mkdir(parents=True, exist_ok=True)
-    (paths.script_dir / job.spec.script.name).write_text(job.spec.script.source, encoding="utf-8")
+    shutil.rmtree(paths.script_dir, ignore_errors=True)
+    for rel, text in script.all_files(job.spec.script).items():
+        target = paths.script_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
 
 
 def describe_preemption(attempt: Attempt) -> str:
