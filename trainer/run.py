@@ -18,6 +18,7 @@ TensorFlow is never imported here: the GPU check runs in a short-lived child
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import ctypes
 import logging
@@ -48,6 +49,8 @@ PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contra
 _CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 """TensorFlow's C++ log lines: never the program's own last word."""
 _PR_SET_PDEATHSIG = 1
+RECENT_LINES = 40
+"""The program's last lines kept to find its exception line (`contract.exception_line`)."""
 TERMINATION_LOG = Path(contract.TERMINATION_MESSAGE_PATH)
 """Kubernetes' default terminationMessagePath: what is written there shows in the pod's
 status (`tflaunch status`, the operator's failure message), not only in its log."""
@@ -213,6 +216,7 @@ class Program:
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
         self.last_line = ""
+        self._recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.saved_line = ""
         """The program's last "preempted: every worker saved at step N" line, if any."""
         try:
@@ -240,9 +244,7 @@ class Program:
         partial = b""
         for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
             self._watchdog.beat()
-            with contextlib.suppress(OSError, ValueError):
-                sink.write(chunk)
-                sink.flush()
+            logs.OUTPUT.passthrough(sink, chunk)
             partial += chunk
             *lines, partial = partial.split(b"\n")
             self._remember(lines)
@@ -252,15 +254,22 @@ class Program:
 
     def _remember(self, lines: Sequence[bytes]) -> None:
         for raw in lines:
-            text = raw.rstrip(b"\r").split(b"\r")[-1].strip()
-            if text and not _CPP_LOG_LINE.match(text):
-                line = text.decode(errors="replace")
+            line = contract.final_frame(raw.decode(errors="replace")).strip()
+            if line and not _CPP_LOG_LINE.match(line.encode()):
                 # A line the program logged in the trainer's format (the built-in trainer)
                 # is quoted by its message only, not with a second timestamp and label.
                 ours = contract.TRAINER_LOG_LINE.match(line)
                 self.last_line = (ours.group("message") if ours else line)[:500]
+                self._recent.append(self.last_line)
                 if contract.saved_step(self.last_line) is not None:
                     self.saved_line = self.last_line
+
+    @property
+    def reason(self) -> str:
+        """Why the program failed, in its own words: the exception line of its last
+        traceback (not TensorFlow's `[[{{node ...}}]] [Op:...]` trailer after it), else its
+        last line."""
+        return contract.exception_line(list(self._recent)) or self.last_line
 
     def signal(self, sig: int) -> None:
         if self.process.poll() is None:
@@ -342,15 +351,14 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
         # Where status, wait and the operator read the step the group resumes at.
         termination_message(program.saved_line or f"preempted and saved (exit {code})")
     else:
-        then = (
-            "a configuration error, not retried"
-            if mapped == contract.EXIT_CONFIG_ERROR
-            else f"exiting {mapped}: the group restarts"
+        # What follows (a restart, or not) is the launcher's to say: it knows the other
+        # workers and the retries left.
+        reason = program.reason
+        message = (
+            f"{reason} (the program {describe_exit(code)})"
+            if reason
+            else f"the program {describe_exit(code)}"
         )
-        if program.last_line:
-            message = f"{program.last_line} (the program {describe_exit(code)}; {then})"
-        else:
-            message = f"the program {describe_exit(code)} ({then})"
         log.error("%s", message)
         termination_message(message)
     return mapped
@@ -393,8 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("%s", e)
         termination_message(str(e))
         return e.exit_code
-    except _Stopped as e:
-        log.error("%s before the program started; exiting %d", e, contract.EXIT_TRANSIENT)
+    except _Stopped as e:  # stopped with the group (or the pod deleted): not a failure
+        log.info("%s before the program started; exiting %d", e, contract.EXIT_TRANSIENT)
         return contract.EXIT_TRANSIENT
 
 
