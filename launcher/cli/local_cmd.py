@@ -133,9 +133,10 @@ def local_command(
     )  # an own program's output shows; its progress bar too, with trainer.progress's callback
     result = runner.run_local(job, workdir, data, trainer_args, console=console)
     if own:
+        saved = f"; model dir {result['model_dir']}" if result.get("model_dir") else ""
         click.echo(
             f"tflaunch: {job.name} succeeded on all {job.spec.workers} worker(s): "
-            f"restarts={result.get('restarts')}; model dir {result.get('model_dir')}"
+            f"restarts={result.get('restarts')}{saved}"
         )
         return
     click.echo(
