@@ -99,6 +99,21 @@ def _program_stem(path: str) -> str:
     return program.stem.lower()
 
 
+def keras3_warning(job: MultiWorkerJob) -> str | None:
+    """One line when spec.script imports standalone keras (Keras 3), which fails under
+    MultiWorkerMirroredStrategy: said before anything starts, not as a PerReplica traceback."""
+    if job.spec.script is None:
+        return None
+    found = script.keras3_imports(job.spec.script)
+    if not found:
+        return None
+    return (
+        f"tflaunch: warning: {', '.join(found)} imports keras, which is Keras 3: its fit fails "
+        "under MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica error); "
+        "use tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
+    )
+
+
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Remove the spec flags from a command's kwargs (the rest are the command's own)."""
     return {k: kwargs.pop(k) for k in list(kwargs) if k in SPEC_FLAGS}

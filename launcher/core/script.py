@@ -215,3 +215,30 @@ def config_map_layout(program: Program) -> tuple[dict[str, str], list[dict[str, 
         data[key] = text
         items.append({"key": key, "path": rel})
     return data, items
+
+
+def keras3_imports(program: Program) -> list[str]:
+    """`file:line` of each standalone `import keras` / `from keras ...` in the program.
+
+    Since TensorFlow 2.16 that is Keras 3, whose `fit` fails under MultiWorkerMirroredStrategy
+    (keras-team/keras#20585: a PerReplica error deep in training); `tf.keras` is tf-keras
+    under tflaunch (TF_USE_LEGACY_KERAS=1), and so is `import tf_keras as keras`.
+    """
+    found = []
+    for rel, text in all_files(program).items():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text, rel)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            if any(name == "keras" or name.startswith("keras.") for name in names):
+                found.append(f"{rel}:{node.lineno}")
+    return found

@@ -175,6 +175,35 @@ def test_an_own_programs_output_reaches_the_console_but_tensorflows_cpp_lines_do
     ]
 
 
+def test_an_own_programs_console_hides_cpp_continuations_and_the_other_workers_bars() -> None:
+    """Seen on a successful run of TensorFlow's Keras tutorial: the peer's heartbeat error
+    continues over two unprefixed lines; and every worker prints Keras' bar."""
+    import io
+
+    from launcher.local.display import make_console
+
+    stream = io.StringIO()
+    console = make_console("job", 2, stream, verbose=False, env={}, own_program=True)
+    bar = "70/70 [==============================] - 5s 60ms/step - loss: 4.2 - accuracy: 0.5"
+    for index, line in (
+        (0, "Epoch 1/3"),
+        (1, "Epoch 1/3"),
+        (0, bar),
+        (1, bar),
+        (1, "E0000 00:00:1796117755.286692 4345 base_collective_executor.cc:252] StartAbort"),
+        (1, "Additional GRPC error information from remote target /job:worker/replica:0/task:0"),
+        (1, ':UNKNOWN:Error received from peer  {grpc_message:"failed", grpc_status:14}'),
+        (1, "The tasks have crashed. Check the task logs for an earlier error to debug further."),
+        (1, "saved"),
+    ):
+        console.line(index, line)
+    console.close()
+    shown = [line for line in stream.getvalue().splitlines() if line.startswith("[worker")]
+    assert shown == [
+        "[worker 0] Epoch 1/3", "[worker 1] Epoch 1/3", f"[worker 0] {bar}", "[worker 1] saved",
+    ]  # fmt: skip
+
+
 # --- programs of several files, and what the console says about them (no TensorFlow) -------
 
 
@@ -269,3 +298,28 @@ def test_ctrl_c_on_a_program_that_ignores_sigterm_says_what_happens(
     if code == 0:
         assert "succeeded on all 2 worker(s)" in output
         assert "model dir" not in output  # the program saved nothing there
+
+
+def test_legacy_keras_is_always_on_and_keras_3_is_named_before_the_workers_start(
+    tmp_path: Path,
+) -> None:
+    """tflaunch decides TF_USE_LEGACY_KERAS=1 (Keras 3 fails under MWMS), as in a pod: a
+    shell's 0 is not used, and says so; `import keras` is named with file:line."""
+    script = tmp_path / "print_env.py"
+    script.write_text(
+        "import os\n"
+        "if os.environ.get('NEVER_SET'):\n"
+        "    import keras\n"
+        "print('legacy keras', os.environ['TF_USE_LEGACY_KERAS'])\n"
+    )
+    run = subprocess.run(
+        _tflaunch("--script", str(script), "--workers", "1", "--workdir", str(tmp_path / "run")),
+        capture_output=True, text=True, timeout=TIMEOUT,
+        env={**_env(), "TF_USE_LEGACY_KERAS": "0"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[worker 0] legacy keras 1" in run.stdout
+    note, warning = run.stderr.strip().splitlines()
+    assert note.startswith("tflaunch: note: TF_USE_LEGACY_KERAS=0 from your environment is not")
+    assert warning.startswith("tflaunch: warning: print_env.py:3 imports keras, which is Keras 3")
+    assert "import tf_keras as keras" in warning
