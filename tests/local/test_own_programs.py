@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from launcher.core import contract
+
 ROOT = Path(__file__).resolve().parents[2]
 HASH = re.compile(r"^\[worker (\d)\] weights sha256 ([0-9a-f]{64})$", re.MULTILINE)
 TIMEOUT = 300
@@ -323,3 +325,37 @@ def test_legacy_keras_is_always_on_and_keras_3_is_named_before_the_workers_start
     assert note.startswith("tflaunch: note: TF_USE_LEGACY_KERAS=0 from your environment is not")
     assert warning.startswith("tflaunch: warning: print_env.py:3 imports keras, which is Keras 3")
     assert "import tf_keras as keras" in warning
+
+
+TUTORIAL_LAYOUT = ROOT / "tests" / "data" / "tutorial_layout"
+
+
+@pytest.mark.tf
+def test_a_tutorial_layout_program_killed_mid_epoch_is_named_by_its_signal(tmp_path: Path) -> None:
+    """main.py + mnist_setup.py, Keras' default progress bar, worker 1's program SIGKILLed
+    mid-epoch 2 (its bar left without a newline): the cause is worker 1 and SIGKILL, the
+    group restarts from the beginning (the program keeps no checkpoint) and trains; the
+    console shows the chief's bar as one clean line per epoch."""
+    run = subprocess.run(
+        _tflaunch("--script", str(TUTORIAL_LAYOUT / "main.py"), "--workers", "2",
+                  "--workdir", str(tmp_path), "--", "--epochs", "2", "--steps-per-epoch", "8",
+                  "--kill-worker", "1", "--kill-at", "2", "4"),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    (restart,) = [line for line in run.stdout.splitlines() if "restarting all 2 workers" in line]
+    assert restart.startswith("tflaunch: worker 1 was killed by SIGKILL"), restart
+    assert restart.endswith(
+        f"restarting from the beginning (no checkpoint in {tmp_path / 'checkpoints'})"
+    )
+    assert "succeeded on all 2 worker(s): restarts=1" in run.stdout
+    bars = [line for line in run.stdout.splitlines() if re.search(r"\] \d+/8 \[", line)]
+    assert all(line.startswith("[worker 0] ") for line in bars), bars  # the chief's only
+    assert sum(line.startswith("[worker 0] 8/8 [") for line in bars) == 2, bars  # per epoch
+    assert "\b" not in run.stdout and "\r" not in run.stdout
+    log = (tmp_path / "logs" / "worker-1.log").read_text()
+    killed = [
+        m for m in map(contract.TRAINER_LOG_LINE.match, log.splitlines())
+        if m and "killed by SIGKILL" in m.group("message")
+    ]  # fmt: skip
+    assert killed, "the wrapper's record must start its own line"
