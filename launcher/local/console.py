@@ -31,9 +31,9 @@ CPP_CONTINUATION = re.compile(
 console must not show (its own lines carry no prefix, so only known shapes are hidden):
 `Additional GRPC error information from remote target ...`, `:UNKNOWN:Error received from
 peer {...}`, `The tasks have crashed. Check the task logs ...`."""
-KERAS_PROGRESS_BAR = re.compile(r"^\s*\d+/(\d+|Unknown) \[[=>.]*\] - ")
-"""A tf-keras progress bar's line (`70/70 [=====] - 5s 60ms/step - loss: 0.31`), as
-`contract.final_frame` leaves it: every worker prints one per epoch."""
+KERAS_PROGRESS_BAR = re.compile(r"^(\s*\d+/(\d+|Unknown) \[[=>.]*\] - |Epoch \d+/\d+$)")
+"""A tf-keras progress bar's lines (`Epoch 2/3`, then `70/70 [=====] - 5s 60ms/step - loss:
+0.31` as `contract.final_frame` leaves it): every worker prints them, every epoch."""
 RECORD_STARTS = (
     "Traceback ", "Exception in thread ", contract.RESULT_LINE_PREFIX, PROGRESS_LINE_PREFIX
 )  # fmt: skip

@@ -201,9 +201,7 @@ def test_an_own_programs_console_hides_cpp_continuations_and_the_other_workers_b
         console.line(index, line)
     console.close()
     shown = [line for line in stream.getvalue().splitlines() if line.startswith("[worker")]
-    assert shown == [
-        "[worker 0] Epoch 1/3", "[worker 1] Epoch 1/3", f"[worker 0] {bar}", "[worker 1] saved",
-    ]  # fmt: skip
+    assert shown == ["[worker 0] Epoch 1/3", f"[worker 0] {bar}", "[worker 1] saved"]
 
 
 # --- programs of several files, and what the console says about them (no TensorFlow) -------
