@@ -28,14 +28,23 @@ class _Output:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.mid_line = False
+        self._last_sink: IO[bytes] | None = None
 
     def passthrough(self, sink: IO[bytes], chunk: bytes) -> None:
+        """Pass `chunk` of the program's output on; when the program's other stream left a
+        line open (a progress bar on stdout, then TensorFlow's C++ error on stderr), end
+        that line first, so that the next one starts where a reader expects it."""
         with self.lock:
             try:
+                if self.mid_line and self._last_sink not in (None, sink):
+                    assert self._last_sink is not None
+                    self._last_sink.write(b"\n")
+                    self._last_sink.flush()
                 sink.write(chunk)
                 sink.flush()
             except (OSError, ValueError):
                 return
+            self._last_sink = sink
             self.mid_line = not chunk.endswith(b"\n")
 
 

@@ -25,7 +25,8 @@ CPP_LOG_BANNER = "WARNING: All log messages before absl::InitializeLog() is call
 """What absl prints, once per TensorFlow library, before its logging is initialized."""
 CPP_CONTINUATION = re.compile(
     r"^(Additional GRPC error information|:[A-Z_]+:|:\{|/job:|The tasks have crashed|"
-    r"The following tasks|To enable the following instructions|\s*\[\[\{\{node )"
+    r"The following tasks|To enable the following instructions|The error could be from a "
+    r"previous operation|\s*\[\[\{\{node )"
 )
 """The continuation lines of TensorFlow's multi-line C++ messages that an own program's
 console must not show (its own lines carry no prefix, so only known shapes are hidden):

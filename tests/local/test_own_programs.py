@@ -196,6 +196,8 @@ def test_an_own_programs_console_hides_cpp_continuations_and_the_other_workers_b
         (1, "Additional GRPC error information from remote target /job:worker/replica:0/task:0"),
         (1, ':UNKNOWN:Error received from peer  {grpc_message:"failed", grpc_status:14}'),
         (1, "The tasks have crashed. Check the task logs for an earlier error to debug further."),
+        (1, "The error could be from a previous operation. Restart your program to reset."),
+        (1, "\t [[{{node CollectiveReduceV2}}]] [type.googleapis.com/tensorflow.DerivedStatus='']"),
         (1, "saved"),
     ):
         console.line(index, line)

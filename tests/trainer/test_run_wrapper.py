@@ -405,6 +405,18 @@ def test_a_record_starts_its_own_line_after_a_progress_bar_left_open() -> None:
     assert "loss: 4.3331 (the program" in errors[-1]  # the bar's last frame, clean
 
 
+def test_a_line_left_open_on_stdout_is_ended_before_stderr_goes_on() -> None:
+    """Keras' bar mid-epoch on stdout, then TensorFlow's C++ error on stderr: the C++ line
+    must start its own line, or the console takes it for the program's output."""
+    cpp = "E0000 00:00:1796119108.121838 10875 ring_alg.cc:291] Aborting RingReduce"
+    out = _merged(
+        "import sys, time\n"
+        f"sys.stdout.write({KERAS_FRAME!r}); sys.stdout.flush(); time.sleep(0.5)\n"
+        f"print({cpp!r}, file=sys.stderr, flush=True)\n"
+    )
+    assert cpp in out.splitlines(), repr(out)
+
+
 def test_the_reason_is_the_exception_line_not_tensorflows_trailer() -> None:
     """TensorFlow appends `[[{{node ...}}]] [Op:...]` after the exception line."""
     out = _merged(
