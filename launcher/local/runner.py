@@ -323,11 +323,13 @@ class _Group:
                 # The others save at the same step (a preemption), or fail on their own
                 # within moments (the same error everywhere; a survivor's timeout, which
                 # must not be taken for the cause): let them say so before stopping them.
-                window = (
-                    self._grace_seconds
-                    if contract.EXIT_PREEMPTED in codes
-                    else FIRST_FAILURE_WINDOW_SECONDS
-                )
+                if contract.EXIT_PREEMPTED in codes:
+                    window = self._grace_seconds
+                elif any(c is not None and (c < 0 or c == contract.EXIT_CONFIG_ERROR)
+                         for c in codes):  # fmt: skip
+                    window = 0.0  # the cause is known already
+                else:
+                    window = FIRST_FAILURE_WINDOW_SECONDS
                 codes = self._wait_for_the_others(window)
                 self.stop()
                 break
