@@ -351,7 +351,8 @@ def test_a_tutorial_layout_program_killed_mid_epoch_is_named_by_its_signal(tmp_p
     assert "succeeded on all 2 worker(s): restarts=1" in run.stdout
     bars = [line for line in run.stdout.splitlines() if re.search(r"\] \d+/8 \[", line)]
     assert all(line.startswith("[worker 0] ") for line in bars), bars  # the chief's only
-    assert sum(line.startswith("[worker 0] 8/8 [") for line in bars) == 2, bars  # per epoch
+    # One per finished epoch: epoch 1 of the first attempt, epochs 1 and 2 of the second.
+    assert sum(line.startswith("[worker 0] 8/8 [") for line in bars) == 3, bars
     assert "\b" not in run.stdout and "\r" not in run.stdout
     log = (tmp_path / "logs" / "worker-1.log").read_text()
     killed = [
