@@ -22,7 +22,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -46,6 +45,9 @@ FIRST_FAILURE_WINDOW_SECONDS = 5.0
 stopped: enough for every worker to report the same program error (then it is not
 retried), or for a killed worker's wrapper to say which signal it was."""
 MAX_PARTIAL_CHARS = 65536
+WRITTEN_LIST = ".tflaunch-files"
+"""In WORKDIR/script/: the program files tflaunch wrote there, removed at the next run when
+the program no longer has them (and nothing else: the directory may hold the user's files)."""
 BROKEN_GROUP_GRACE_SECONDS = 2.0
 """How long the others get after SIGTERM once a worker ended without saving: a coordinated
 save needs every worker, so theirs can never finish (the last checkpoint is what is kept)."""
@@ -594,11 +596,17 @@ def _write_script(job: MultiWorkerJob, paths: LocalPaths) -> None:
     the first on the program's import path, so `import mnist_setup` finds its neighbour."""
     if job.spec.script is None:
         return
-    shutil.rmtree(paths.script_dir, ignore_errors=True)
-    for rel, text in script.all_files(job.spec.script).items():
+    files = script.all_files(job.spec.script)
+    written = paths.script_dir / WRITTEN_LIST
+    with contextlib.suppress(OSError):  # only what tflaunch wrote there itself goes
+        for rel in written.read_text(encoding="utf-8").splitlines():
+            if rel and rel not in files and ".." not in rel.split("/"):
+                (paths.script_dir / rel).unlink(missing_ok=True)
+    for rel, text in files.items():
         target = paths.script_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
+    written.write_text("".join(f"{rel}\n" for rel in files), encoding="utf-8")
 
 
 def describe_preemption(attempt: Attempt) -> str:
