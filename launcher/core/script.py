@@ -202,7 +202,8 @@ def check_compiles(program: Program) -> None:
 
 def config_map_layout(program: Program) -> tuple[dict[str, str], list[dict[str, str]]]:
     """(data, items) of the program's ConfigMap and volume: one key per file, and the path
-    each key is mounted at (`items`, which keeps the layout).
+    each key is mounted at (`items`, which keeps the layout; none when every file is at the
+    top level, where a key is mounted at its own name).
 
     A ConfigMap key cannot contain '/' (nor be '.' or start with '..'): a top-level file's
     key is its name; a nested file's is `.<n>.<its name>`, unique by n and never a top-level
@@ -214,6 +215,8 @@ def config_map_layout(program: Program) -> tuple[dict[str, str], list[dict[str, 
         key = rel if "/" not in rel else f".{index}.{PurePosixPath(rel).name}"
         data[key] = text
         items.append({"key": key, "path": rel})
+    if all(item["key"] == item["path"] for item in items):
+        return data, []  # every key is mounted at its own name: no items needed
     return data, items
 
 
