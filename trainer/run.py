@@ -175,6 +175,10 @@ def map_exit(returncode: int) -> int:
     return returncode if returncode in PASSED_THROUGH else contract.EXIT_TRANSIENT
 
 
+def describe_signal(returncode: int) -> str:
+    return signal.Signals(-returncode).name
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         return f"was killed by {signal.Signals(-returncode).name}"
@@ -313,8 +317,11 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
               checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
     """Wait for the program, forwarding signals; stop it when the watchdog fires."""
 
+    forwarded: set[int] = set()
+
     def forward(signum: int, frame: FrameType | None) -> None:
         log.info("%s received: passing it to the program", signal.Signals(signum).name)
+        forwarded.add(signum)
         program.signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -350,6 +357,9 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
         log.info("the program was preempted and saved (exit %d)", code)
         # Where status, wait and the operator read the step the group resumes at.
         termination_message(program.saved_line or f"preempted and saved (exit {code})")
+    elif code < 0 and -code in forwarded:  # asked to stop, and stopped: not a failure
+        log.info("the program stopped on %s, as asked (exit %d)", describe_signal(code), mapped)
+        termination_message(f"the program stopped on {describe_signal(code)}, as asked")
     else:
         # What follows (a restart, or not) is the launcher's to say: it knows the other
         # workers and the retries left.
