@@ -177,7 +177,7 @@ class Attempt:
 
 PEER_ERRORS = frozenset(
     {"UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError",
-     "UnknownError", "InternalError"}
+     "UnknownError", "InternalError", "FailedPreconditionError"}
 )  # fmt: skip
 """TensorFlow's exceptions for a peer that died, froze or timed out: every survivor can
 report the same one, yet it is a fault of the group, which a restart may fix."""
