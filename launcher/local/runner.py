@@ -135,10 +135,10 @@ class Attempt:
         """The error every worker's program ended with, when it is one and the same Python
         exception (a NameError at import, a bad argument): the program's own, which a
         restart repeats. Not a signal, not TensorFlow's word for a lost peer or a timeout."""
-        codes = set(self.exit_codes)
-        if codes != {contract.EXIT_TRANSIENT} or any(map(self._signal, range(len(codes)))):
+        workers = range(len(self.exit_codes))
+        if set(self.exit_codes) != {contract.EXIT_TRANSIENT} or any(map(self._signal, workers)):
             return None
-        reasons = {self._reason(i) for i in range(len(self.exit_codes))}
+        reasons = {self._reason(i) for i in workers}
         if len(reasons) != 1:
             return None
         (reason,) = reasons

@@ -174,6 +174,7 @@ NAME_ERROR = "NameError: name 'mnist_setpu' is not defined (the program exited 1
         ((1, 1), ("UnavailableError: peer lost (the program exited 1)",) * 2, (None, None),
          "restart"),  # TensorFlow's word for a lost peer: a fault of the group
         ((1, 1), (NAME_ERROR, NAME_ERROR), ("SIGKILL", None), "restart"),
+        ((1, 1), (NAME_ERROR, NAME_ERROR), (None, "SIGKILL"), "restart"),
     ],
 )  # fmt: skip
 def test_the_same_program_error_on_every_worker_is_not_retried(codes, errors, signals, expected):
