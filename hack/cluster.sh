@@ -66,8 +66,10 @@ k8s_ldflags() {
 go_build() {
   local dir=$1 out=$2 pkg=$3 ldflags=${4:-} dest=${5:-$BIN_DIR}
   log "building $out from $pkg (cold builds take minutes)"
-  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$dest/.$out.tmp" "$pkg")
-  mv "$dest/.$out.tmp" "$dest/$out"
+  # A name of its own per build, so two builds of one binary never move each other's file.
+  local tmp="$dest/.$out.$$.tmp"
+  (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$tmp" "$pkg")
+  mv "$tmp" "$dest/$out"
 }
 
 # helm's version stamps, as its own Makefile sets them: its version, and the Kubernetes
@@ -95,7 +97,18 @@ build_controller_gen() {
     "$CONTROLLER_GEN_DIR"
 }
 
+# One build at a time per cache: parallel test workers (and several checkouts) that all find
+# a binary missing wait for the first build instead of compiling it again beside it. The lock
+# is released before anything long-lived starts, so no daemon inherits it.
 cmd_build() {
+  mkdir -p "$CACHE_ROOT"
+  exec 8>>"$CACHE_ROOT/build.lock"
+  flock -w 3600 8 || die "waited an hour for $CACHE_ROOT/build.lock (another build running?)"
+  build_locked
+  exec 8>&-
+}
+
+build_locked() {
   local missing=() b start
   build_helm
   build_controller_gen

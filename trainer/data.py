@@ -18,14 +18,17 @@ Why the pipeline looks the way it does:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import zipfile
+import zlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from launcher.core import contract
+from trainer import mnist_pypi
 from trainer.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,6 +53,8 @@ class Mnist:
     y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
+    dataset: str = contract.DATASET_FILE
+    """What the arrays are (contract.DATASET_*): result.json's "dataset"."""
 
     def limited(self, max_train: int | None, max_test: int | None) -> Mnist:
         """The first `max_train` / `max_test` examples, for quick runs."""
@@ -58,6 +63,7 @@ class Mnist:
             self.y_train[:max_train],
             self.x_test[:max_test],
             self.y_test[:max_test],
+            self.dataset,
         )
 
 
@@ -68,11 +74,54 @@ def missing_data_message(reason: str) -> str:
         f"(or setting $TFLAUNCH_DATA) to an mnist.npz in Keras' format, e.g. downloaded "
         f"once from {MNIST_URL}, or by running the trainer image, which bakes it in at "
         f"{IMAGE_DATA_PATH}. Without either, the trainer tries Keras' download into "
-        f"{KERAS_CACHE}, which needs internet access."
+        f"{KERAS_CACHE}, which needs internet access, and then the MNIST subset shipped "
+        f"in the package ({contract.MNIST_SUBSET_PATH})."
     )
 
 
-def validate(arrays: dict[str, np.ndarray], source: str) -> Mnist:
+def file_sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def is_shipped_subset(path: str) -> bool:
+    """True for the subset's own file, once its sha256 is the one it was shipped with.
+
+    Raises:
+        ConfigError: that file was altered.
+    """
+    if os.path.realpath(path) != os.path.realpath(contract.MNIST_SUBSET_PATH):
+        return False
+    actual = file_sha256(path)
+    if actual != contract.MNIST_SUBSET_SHA256:
+        raise ConfigError(
+            f"the shipped MNIST subset {path} is corrupted (sha256 {actual}, expected "
+            f"{contract.MNIST_SUBSET_SHA256}); reinstall tflaunch, or {contract.FULL_MNIST_HINT}"
+        )
+    return True
+
+
+def identify(path: str, arrays: dict[str, np.ndarray]) -> str:
+    """Which data set a file other than the shipped subset's own holds (contract.DATASET_*),
+    from its digests and marker.
+
+    Full MNIST is recognised by its content, so Keras' copy and one written by
+    `trainer.mnist_pypi` are both named so; so is a copy of the subset.
+    """
+    marker = arrays.get(contract.DATASET_MARKER)
+    if marker is not None and marker.shape == () and str(marker) == contract.DATASET_SYNTHETIC:
+        return contract.DATASET_SYNTHETIC
+    digest = mnist_pypi.arrays_sha256(arrays)
+    if digest == mnist_pypi.FULL_ARRAYS_SHA256 or file_sha256(path) == contract.MNIST_SHA256:
+        return contract.DATASET_MNIST
+    if digest == mnist_pypi.SUBSET_ARRAYS_SHA256:
+        return contract.DATASET_MNIST_SUBSET
+    return contract.DATASET_FILE
+
+
+def validate(
+    arrays: dict[str, np.ndarray], source: str, dataset: str = contract.DATASET_FILE
+) -> Mnist:
     """Check names, shapes and label range of the four arrays.
 
     Raises:
@@ -99,7 +148,7 @@ def validate(arrays: dict[str, np.ndarray], source: str) -> Mnist:
             raise ConfigError(
                 f"{source}: y_{split} must hold integer labels 0..9 (dtype {labels.dtype})"
             )
-    return Mnist(*(arrays[name] for name in ARRAYS))
+    return Mnist(arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"], dataset)
 
 
 def read_npz(path: str) -> Mnist:
@@ -110,12 +159,15 @@ def read_npz(path: str) -> Mnist:
     """
     if not os.path.isfile(path):
         raise ConfigError(missing_data_message(f"{path} does not exist"))
+    shipped = is_shipped_subset(path)  # checked before a single byte of it is decompressed
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
+    except (OSError, ValueError, zipfile.BadZipFile, zlib.error) as e:
         raise ConfigError(f"{path} is not a readable .npz file ({e})") from None
-    return validate(arrays, path)
+    mnist = validate(arrays, path)
+    dataset = contract.DATASET_MNIST_SUBSET if shipped else identify(path, arrays)
+    return dataclasses.replace(mnist, dataset=dataset)
 
 
 def download_with_keras() -> Mnist:
@@ -132,15 +184,37 @@ def download_with_keras() -> Mnist:
     except Exception as e:  # tf_keras raises a bare Exception on URL failures
         raise ConfigError(missing_data_message(f"Keras' download failed ({e})")) from None
     arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
-    return validate(arrays, "Keras' mnist.npz")
+    return validate(arrays, "Keras' mnist.npz", contract.DATASET_MNIST)
 
 
 def load_mnist(path: str | None) -> Mnist:
-    """The dataset from `path` if given, else from Keras' cache or download."""
-    mnist = read_npz(path) if path else download_with_keras()
+    """The dataset from `path` if given, else from Keras' cache or download, else the
+    subset shipped in the package (after one warning saying so)."""
+    source = path or KERAS_CACHE
+    if path:
+        mnist = read_npz(path)
+    else:
+        try:
+            mnist = download_with_keras()
+        except ConfigError as e:
+            source = contract.MNIST_SUBSET_PATH
+            mnist = read_npz(source)
+            log.debug("Keras' loader: %s", e)
+            log.warning(
+                "full MNIST is not available (no --data, $%s unset, and Keras' loader found "
+                "no %s and could not download it): training on %s (real digits: %d "
+                "training images, %d test images); %s",
+                contract.ENV_DATA,
+                KERAS_CACHE,
+                contract.DATASET_NAMES[contract.DATASET_MNIST_SUBSET],
+                len(mnist.y_train),
+                len(mnist.y_test),
+                contract.FULL_MNIST_HINT,
+            )
     log.info(
-        "MNIST from %s: %d train / %d test images",
-        path or KERAS_CACHE,
+        "%s from %s: %d train / %d test images",
+        contract.DATASET_NAMES[mnist.dataset],
+        source,
         len(mnist.y_train),
         len(mnist.y_test),
     )

@@ -398,6 +398,7 @@ def run(
         "test_accuracy": scores.accuracy,
         "test_loss": scores.loss,
         "test_examples": scores.examples,
+        "dataset": mnist.dataset,
         "epochs": config.epochs,
         "workers": plan.workers,
         "replicas": plan.replicas,

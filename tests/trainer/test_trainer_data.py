@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +132,17 @@ def test_training_batches_hold_exactly_the_scaled_images() -> None:
         scaled[int(label)].append(image)
     for image, label in zip(images.numpy(), labels.numpy(), strict=True):
         assert any(np.array_equal(image, candidate) for candidate in scaled[int(label)])
+
+
+def test_a_damaged_npz_is_a_config_error_not_a_traceback(tmp_path: Path) -> None:
+    """A flipped byte inside a compressed array fails in zlib, not in zipfile."""
+    path = tmp_path / "mnist.npz"
+    np.savez_compressed(path, **arrays())
+    raw = bytearray(path.read_bytes())
+    header = zipfile.ZipFile(path).infolist()[0].header_offset  # the first member's
+    lengths = int.from_bytes(raw[header + 26 : header + 30], "little")  # name and extra field
+    stream = header + 30 + (lengths & 0xFFFF) + (lengths >> 16)
+    raw[stream] |= 0b110  # the first deflate block's type becomes 3, which does not exist
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ConfigError, match=r"not a readable \.npz"):
+        data.read_npz(str(path))

@@ -31,6 +31,7 @@ RESULT_KEYS = {
     "resumed_from_epoch",
     "history",
     "test_examples",
+    "dataset",
 }
 
 
