@@ -26,7 +26,7 @@ class _Output:
     tell the record from the program's output."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a signal handler may log while the main thread does
         self.mid_line = False
         self._last_sink: IO[bytes] | None = None
 
