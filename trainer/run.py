@@ -49,6 +49,8 @@ PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contra
 _CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 """TensorFlow's C++ log lines: never the program's own last word."""
 _PR_SET_PDEATHSIG = 1
+FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT})
+"""The signals the wrapper passes on to the program (eviction, kubectl delete, Ctrl-C)."""
 RECENT_LINES = 40
 """The program's last lines kept to find its exception line (`contract.exception_line`)."""
 TERMINATION_LOG = Path(contract.TERMINATION_MESSAGE_PATH)
@@ -205,7 +207,9 @@ def check_devices(expect_gpus: int | None, label: str) -> None:
 
 def _die_with_parent() -> None:
     """In the child, before exec: SIGKILL when the wrapper dies, so no program outlives
-    a wrapper that was itself SIGKILLed (Linux; elsewhere a no-op)."""
+    a wrapper that was itself SIGKILLed (Linux; elsewhere a no-op); and the signals `start`
+    held back are the program's again."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
@@ -219,6 +223,8 @@ class Program:
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
+        self.forwarded: set[int] = set()
+        """The signals the wrapper passed on to the program (`start`)."""
         self.last_line = ""
         self._recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.saved_line = ""
@@ -313,19 +319,30 @@ class _Stopped(Exception):
     """SIGTERM/SIGINT arrived before the program started."""
 
 
+def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> Program:
+    """The program, started with SIGTERM and SIGINT held back until the handlers that pass
+    them on are in place: one that arrives while it starts (the program may already print)
+    reaches the program, not the wrapper's own "stopped before the program started"."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    try:
+        program = Program(command, env, watchdog)
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            log.info("%s received: passing it to the program", signal.Signals(signum).name)
+            program.forwarded.add(signum)
+            program.signal(signum)
+
+        for sig in FORWARDED:
+            signal.signal(sig, forward)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+    return program
+
+
 def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
               checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
-    """Wait for the program, forwarding signals; stop it when the watchdog fires."""
-
-    forwarded: set[int] = set()
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        log.info("%s received: passing it to the program", signal.Signals(signum).name)
-        forwarded.add(signum)
-        program.signal(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
+    """Wait for the program (`start` passes signals on); stop it when the watchdog fires."""
+    forwarded = program.forwarded
     if stall_timeout:
         watchdog.arm("the program (no output, no checkpoint written)", stall_timeout)
     seen_checkpoint = newest_mtime(checkpoint_dir)
@@ -389,7 +406,7 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
     stalled = threading.Event()
     watchdog = Watchdog(exit_fn=lambda code: stalled.set())
     try:
-        program = Program(args.command, child_env, watchdog)
+        program = start(args.command, child_env, watchdog)
         return supervise(program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout)
     finally:
         watchdog.stop()
