@@ -207,9 +207,7 @@ def check_devices(expect_gpus: int | None, label: str) -> None:
 
 def _die_with_parent() -> None:
     """In the child, before exec: SIGKILL when the wrapper dies, so no program outlives
-    a wrapper that was itself SIGKILLed (Linux; elsewhere a no-op); and the signals `start`
-    held back are the program's again."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+    a wrapper that was itself SIGKILLed (Linux; elsewhere a no-op)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
@@ -224,7 +222,7 @@ class Program:
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
         self.forwarded: set[int] = set()
-        """The signals the wrapper passed on to the program (`start`)."""
+        """The signals the wrapper passed on to the program (`_on_signal`)."""
         self.last_line = ""
         self._recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.saved_line = ""
@@ -319,29 +317,33 @@ class _Stopped(Exception):
     """SIGTERM/SIGINT arrived before the program started."""
 
 
+_running: list[Program] = []
+"""The program once started: from then on SIGTERM and SIGINT are passed on to it."""
+
+
 def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> Program:
-    """The program, started with SIGTERM and SIGINT held back until the handlers that pass
-    them on are in place: one that arrives while it starts (the program may already print)
-    reaches the program, not the wrapper's own "stopped before the program started"."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-    try:
-        program = Program(command, env, watchdog)
-
-        def forward(signum: int, frame: FrameType | None) -> None:
-            log.info("%s received: passing it to the program", signal.Signals(signum).name)
-            program.forwarded.add(signum)
-            program.signal(signum)
-
-        for sig in FORWARDED:
-            signal.signal(sig, forward)
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+    """The program; a SIGTERM or SIGINT from now on reaches it (`_on_signal`)."""
+    program = Program(command, env, watchdog)
+    _running.append(program)
     return program
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """Before the program started, stop the wrapper; after, pass the signal on. One handler
+    for both, set before anything starts: a signal that arrives while the program starts
+    (it may already print) is never taken for one before it."""
+    name = signal.Signals(signum).name
+    if not _running:
+        raise _Stopped(name)
+    log.info("%s received: passing it to the program", name)
+    _running[-1].forwarded.add(signum)
+    _running[-1].signal(signum)
 
 
 def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
               checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
-    """Wait for the program (`start` passes signals on); stop it when the watchdog fires."""
+    """Wait for the program (`_on_signal` passes signals on); stop it when the watchdog
+    fires."""
     forwarded = program.forwarded
     if stall_timeout:
         watchdog.arm("the program (no output, no checkpoint written)", stall_timeout)
@@ -415,12 +417,10 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Map every failure of the wrapper itself to one ERROR line and the contract's code."""
 
-    def stop_early(signum: int, frame: FrameType | None) -> None:
-        raise _Stopped(signal.Signals(signum).name)
-
+    _running.clear()
     # As a container's PID 1, a signal without a handler would be ignored.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop_early)
+    for sig in FORWARDED:
+        signal.signal(sig, _on_signal)
     logs.configure("worker ?", contract.debug_requested(os.environ))
     try:
         return run(sys.argv[1:] if argv is None else argv, os.environ)
