@@ -18,6 +18,7 @@ TensorFlow is never imported here: the GPU check runs in a short-lived child
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import ctypes
 import logging
@@ -48,6 +49,10 @@ PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contra
 _CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 """TensorFlow's C++ log lines: never the program's own last word."""
 _PR_SET_PDEATHSIG = 1
+FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT})
+"""The signals the wrapper passes on to the program (eviction, kubectl delete, Ctrl-C)."""
+RECENT_LINES = 40
+"""The program's last lines kept to find its exception line (`contract.exception_line`)."""
 TERMINATION_LOG = Path(contract.TERMINATION_MESSAGE_PATH)
 """Kubernetes' default terminationMessagePath: what is written there shows in the pod's
 status (`tflaunch status`, the operator's failure message), not only in its log."""
@@ -172,6 +177,10 @@ def map_exit(returncode: int) -> int:
     return returncode if returncode in PASSED_THROUGH else contract.EXIT_TRANSIENT
 
 
+def describe_signal(returncode: int) -> str:
+    return signal.Signals(-returncode).name
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         return f"was killed by {signal.Signals(-returncode).name}"
@@ -212,7 +221,10 @@ class Program:
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
+        self.forwarded: set[int] = set()
+        """The signals the wrapper passed on to the program (`_on_signal`)."""
         self.last_line = ""
+        self._recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.saved_line = ""
         """The program's last "preempted: every worker saved at step N" line, if any."""
         try:
@@ -240,9 +252,7 @@ class Program:
         partial = b""
         for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
             self._watchdog.beat()
-            with contextlib.suppress(OSError, ValueError):
-                sink.write(chunk)
-                sink.flush()
+            logs.OUTPUT.passthrough(sink, chunk)
             partial += chunk
             *lines, partial = partial.split(b"\n")
             self._remember(lines)
@@ -252,15 +262,22 @@ class Program:
 
     def _remember(self, lines: Sequence[bytes]) -> None:
         for raw in lines:
-            text = raw.rstrip(b"\r").split(b"\r")[-1].strip()
-            if text and not _CPP_LOG_LINE.match(text):
-                line = text.decode(errors="replace")
+            line = contract.final_frame(raw.decode(errors="replace")).strip()
+            if line and not _CPP_LOG_LINE.match(line.encode()):
                 # A line the program logged in the trainer's format (the built-in trainer)
                 # is quoted by its message only, not with a second timestamp and label.
                 ours = contract.TRAINER_LOG_LINE.match(line)
                 self.last_line = (ours.group("message") if ours else line)[:500]
+                self._recent.append(self.last_line)
                 if contract.saved_step(self.last_line) is not None:
                     self.saved_line = self.last_line
+
+    @property
+    def reason(self) -> str:
+        """Why the program failed, in its own words: the exception line of its last
+        traceback (not TensorFlow's `[[{{node ...}}]] [Op:...]` trailer after it), else its
+        last line."""
+        return contract.exception_line(list(self._recent)) or self.last_line
 
     def signal(self, sig: int) -> None:
         if self.process.poll() is None:
@@ -300,16 +317,34 @@ class _Stopped(Exception):
     """SIGTERM/SIGINT arrived before the program started."""
 
 
+_running: list[Program] = []
+"""The program once started: from then on SIGTERM and SIGINT are passed on to it."""
+
+
+def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> Program:
+    """The program; a SIGTERM or SIGINT from now on reaches it (`_on_signal`)."""
+    program = Program(command, env, watchdog)
+    _running.append(program)
+    return program
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """Before the program started, stop the wrapper; after, pass the signal on. One handler
+    for both, set before anything starts: a signal that arrives while the program starts
+    (it may already print) is never taken for one before it."""
+    name = signal.Signals(signum).name
+    if not _running:
+        raise _Stopped(name)
+    log.info("%s received: passing it to the program", name)
+    _running[-1].forwarded.add(signum)
+    _running[-1].signal(signum)
+
+
 def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
               checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
-    """Wait for the program, forwarding signals; stop it when the watchdog fires."""
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        log.info("%s received: passing it to the program", signal.Signals(signum).name)
-        program.signal(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, forward)
+    """Wait for the program (`_on_signal` passes signals on); stop it when the watchdog
+    fires."""
+    forwarded = program.forwarded
     if stall_timeout:
         watchdog.arm("the program (no output, no checkpoint written)", stall_timeout)
     seen_checkpoint = newest_mtime(checkpoint_dir)
@@ -341,16 +376,18 @@ def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
         log.info("the program was preempted and saved (exit %d)", code)
         # Where status, wait and the operator read the step the group resumes at.
         termination_message(program.saved_line or f"preempted and saved (exit {code})")
+    elif code < 0 and -code in forwarded:  # asked to stop, and stopped: not a failure
+        log.info("the program stopped on %s, as asked (exit %d)", describe_signal(code), mapped)
+        termination_message(f"the program stopped on {describe_signal(code)}, as asked")
     else:
-        then = (
-            "a configuration error, not retried"
-            if mapped == contract.EXIT_CONFIG_ERROR
-            else f"exiting {mapped}: the group restarts"
+        # What follows (a restart, or not) is the launcher's to say: it knows the other
+        # workers and the retries left.
+        reason = program.reason
+        message = (
+            f"{reason} (the program {describe_exit(code)})"
+            if reason
+            else f"the program {describe_exit(code)}"
         )
-        if program.last_line:
-            message = f"{program.last_line} (the program {describe_exit(code)}; {then})"
-        else:
-            message = f"the program {describe_exit(code)} ({then})"
         log.error("%s", message)
         termination_message(message)
     return mapped
@@ -371,7 +408,7 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
     stalled = threading.Event()
     watchdog = Watchdog(exit_fn=lambda code: stalled.set())
     try:
-        program = Program(args.command, child_env, watchdog)
+        program = start(args.command, child_env, watchdog)
         return supervise(program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout)
     finally:
         watchdog.stop()
@@ -380,12 +417,10 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Map every failure of the wrapper itself to one ERROR line and the contract's code."""
 
-    def stop_early(signum: int, frame: FrameType | None) -> None:
-        raise _Stopped(signal.Signals(signum).name)
-
+    _running.clear()
     # As a container's PID 1, a signal without a handler would be ignored.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop_early)
+    for sig in FORWARDED:
+        signal.signal(sig, _on_signal)
     logs.configure("worker ?", contract.debug_requested(os.environ))
     try:
         return run(sys.argv[1:] if argv is None else argv, os.environ)
@@ -393,8 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("%s", e)
         termination_message(str(e))
         return e.exit_code
-    except _Stopped as e:
-        log.error("%s before the program started; exiting %d", e, contract.EXIT_TRANSIENT)
+    except _Stopped as e:  # stopped with the group (or the pod deleted): not a failure
+        log.info("%s before the program started; exiting %d", e, contract.EXIT_TRANSIENT)
         return contract.EXIT_TRANSIENT
 
 

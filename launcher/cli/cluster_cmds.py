@@ -23,6 +23,7 @@ from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import (
     cluster_options,
     connect,
+    keras3_warning,
     namespace_option,
     program_name,
     spec_options,
@@ -100,6 +101,9 @@ def submit_command(
         raise click.UsageError("--timeout only applies with --wait")
     if dry_run != "none" and wait_for_it:
         raise click.UsageError("--dry-run and --wait cannot be combined")
+    keras3 = keras3_warning(job)
+    if keras3:
+        click.echo(keras3, err=True)
     if through_operator:
         return _submit_to_operator(
             job, kubeconfig, kube_context, wait_for_it, timeout, pending_warning, replace, dry_run

@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
-from launcher.cli.options import spec_options, with_spec
+from launcher.cli.options import keras3_warning, spec_options, with_spec
 from launcher.core import contract, workload
 from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.isolation import NETWORK_CHOICES
@@ -132,6 +132,8 @@ def local_command(
             click.echo(choice.notice)
         data = choice.path
     workdir = workdir or Path("tflaunch-runs") / job.name
+    for line in program_warnings(job, os.environ):
+        click.echo(line, err=True)
     if job.spec.script is not None:
         what = f"your script {job.spec.script.name}"
     elif own:
@@ -148,9 +150,10 @@ def local_command(
     )  # an own program's output shows; its progress bar too, with trainer.progress's callback
     result = runner.run_local(job, workdir, data, trainer_args, console=console, network=network)
     if own:
+        saved = f"; model dir {result['model_dir']}" if result.get("model_dir") else ""
         click.echo(
             f"tflaunch: {job.name} succeeded on all {job.spec.workers} worker(s): "
-            f"restarts={result.get('restarts')}; model dir {result.get('model_dir')}"
+            f"restarts={result.get('restarts')}{saved}"
         )
         return
     trained_on = contract.DATASET_NAMES.get(str(result.get("dataset")), "unnamed data")
@@ -161,6 +164,22 @@ def local_command(
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
         f"-> {runner.LocalPaths(workdir).result_file}"
     )
+
+
+def program_warnings(job: MultiWorkerJob, env: Mapping[str, str]) -> list[str]:
+    """What to change before the workers start: a TF_USE_LEGACY_KERAS of the user's that
+    the workers will not use, and Keras 3 imported by the program."""
+    lines = []
+    legacy = env.get(contract.ENV_LEGACY_KERAS)
+    if legacy is not None and legacy != contract.TRAINER_ENV[contract.ENV_LEGACY_KERAS]:
+        lines.append(
+            f"tflaunch: note: {contract.ENV_LEGACY_KERAS}={legacy} from your environment is not "
+            f"used: every worker runs with {contract.ENV_LEGACY_KERAS}=1, as in a pod (tf.keras "
+            "is then tf-keras; Keras 3 does not support MultiWorkerMirroredStrategy, "
+            "keras-team/keras#20585)"
+        )
+    keras3 = keras3_warning(job)
+    return [*lines, keras3] if keras3 else lines
 
 
 COMMANDS = (local_command,)

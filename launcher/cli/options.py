@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.core import program, validation
+from launcher.core import program, script, validation
 from launcher.core.errors import SpecError
 from launcher.core.spec import MultiWorkerJob, load_job, parse_assignment
 
@@ -59,9 +59,10 @@ def spec_options(func: F) -> F:
         click.option("--global-batch-size", type=int, help="Global batch (all replicas)."),
         click.option("--steps-per-epoch", type=int, help="Cap on steps per epoch."),
         click.option(
-            "--script", metavar="FILE",
-            help="Run your own training script (one file, at most 1 MiB) instead of the "
-            "built-in MNIST trainer; mounted from a ConfigMap on a cluster.",
+            "--script", metavar="FILE|DIR",
+            help="Run your own training program instead of the built-in MNIST trainer: a "
+            "file (with the modules beside it that it imports) or a directory (all its "
+            "files, entry DIR/main.py); at most 1 MiB, mounted from a ConfigMap on a cluster.",
         ),
         click.option(
             "--set", "assignments", multiple=True, metavar="PATH=VALUE",
@@ -80,13 +81,38 @@ def job_from_options(
     overrides = [parse_assignment(a) for a in assignments]
     if flags.get("script") is not None:  # relative to where the user is, not to SPEC
         if spec_file is None and flags.get("name") is None:  # train_mnist.py -> train-mnist
-            stem = re.sub(r"[^a-z0-9]+", "-", Path(flags["script"]).stem.lower()).strip("-")
+            stem = re.sub(r"[^a-z0-9]+", "-", _program_stem(flags["script"])).strip("-")
             flags["name"] = stem if re.match(r"^[a-z]", stem) else f"job-{stem}".rstrip("-")
         flags["script"] = os.path.abspath(flags["script"])
     overrides += [(SPEC_FLAGS[k], v) for k, v in flags.items() if k in SPEC_FLAGS and v is not None]
     job = load_job(spec_file, overrides)
     program.check_overrides(job.spec, [path for path, _ in overrides])
     return job
+
+
+def _program_stem(path: str) -> str:
+    """What names a job after its program: a file's stem, but the directory's name for a
+    directory or its main.py (`--script mnist_tutorial/main.py` -> mnist-tutorial)."""
+    program = Path(os.path.abspath(path))
+    if program.name in script.ENTRY_NAMES or program.is_dir():
+        program = program.parent if not program.is_dir() else program
+        return program.name.lower()
+    return program.stem.lower()
+
+
+def keras3_warning(job: MultiWorkerJob) -> str | None:
+    """One line when spec.script imports standalone keras (Keras 3), which fails under
+    MultiWorkerMirroredStrategy: said before anything starts, not as a PerReplica traceback."""
+    if job.spec.script is None:
+        return None
+    found = script.keras3_imports(job.spec.script)
+    if not found:
+        return None
+    return (
+        f"tflaunch: warning: {', '.join(found)} imports keras, which is Keras 3: its fit fails "
+        "under MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica error); "
+        "use tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
+    )
 
 
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ a change here changes both. It must stay free of TensorFlow and Kubernetes impor
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # Exit codes of `python -m trainer` (sysexits.h numbering, so they never collide with a
@@ -130,3 +130,48 @@ WRAPPER_MODULE = "trainer.run"
 """`python -m trainer.run [OPTIONS] -- CMD ARGS...`: the entrypoint of every worker."""
 BUILTIN_TRAINER = ("python", "-m", "trainer")
 """The command the wrapper runs when a spec names none: the built-in MNIST trainer."""
+
+
+# --- reading a program's output (the worker wrapper and `tflaunch local` alike) -------------
+
+EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))"
+    r"(?::(?P<text>.*))?$"
+)
+"""The last line of a Python traceback: `tensorflow.python.framework.errors_impl.
+OutOfRangeError: End of sequence` (TensorFlow appends `[[{{node ...}}]] [Op:...]` trailers
+after it, which say where, not why)."""
+
+
+def final_frame(text: str) -> str:
+    """What a terminal shows of the line `text` once it is printed: a carriage return moves
+    back to the line's start, a backspace one column left, and what follows overwrites
+    (Keras' progress bar writes all of an epoch's frames on one line, `\\r 1/70 [...]
+    \\b\\b\\r 2/70 [...]`; this is its last frame, as the user would see it)."""
+    if "\b" not in text and "\r" not in text:
+        return text
+    shown: list[str] = []
+    column = 0
+    for char in text:
+        if char == "\r":
+            column = 0
+        elif char == "\b":
+            column = max(0, column - 1)
+        else:
+            if column < len(shown):
+                shown[column] = char
+            else:
+                shown.append(char)
+            column += 1
+    return "".join(shown).rstrip()
+
+
+def exception_line(lines: Sequence[str]) -> str | None:
+    """The last Python exception line among `lines`, without its module path
+    (`OutOfRangeError: End of sequence`); None when there is none."""
+    for line in reversed(lines):
+        match = EXCEPTION_LINE.match(line.strip())
+        if match:
+            text = (match.group("text") or "").strip()
+            return f"{match.group('name')}: {text}" if text else match.group("name")
+    return None

@@ -44,7 +44,9 @@ def validate(spec: JobSpec) -> None:
             raise SpecError(f"spec.command[{i}]", "must be a non-empty string")
     if spec.script is not None:
         script.check_name(spec.script.name)
-        script.check_size(spec.script.name, len(spec.script.source.encode()))
+        script.check_paths(spec.script)
+        script.check_size(script.all_files(spec.script))
+        script.check_compiles(spec.script)
     for name in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
         value = getattr(spec, name)
         if value is not None and value < 1:

@@ -140,14 +140,28 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         **_container_command(job),
         "script_mount": script.MOUNT_PATH,
         "config_map_name": _script_config_map_name(job),
+        **_script_layout(job),
     }
+
+
+def _script_layout(job: MultiWorkerJob) -> dict[str, Any]:
+    """The ConfigMap's data and the volume's items (`script.config_map_layout`)."""
+    if job.spec.script is None:
+        return {"script_data": None, "script_items": None}
+    data, items = script.config_map_layout(job.spec.script)
+    return {"script_data": data, "script_items": items}
 
 
 def _script_config_map_name(job: MultiWorkerJob) -> str | None:
     source = job.spec.script
     if source is None:
         return None
-    digest = hashlib.sha256(f"{source.name}\0{source.source}".encode()).hexdigest()
+    files = script.all_files(source)
+    if list(files) == [source.name]:  # one file: the name it always had
+        digest = hashlib.sha256(f"{source.name}\0{source.source}".encode()).hexdigest()
+    else:
+        text = json.dumps([source.name, sorted(files.items())])
+        digest = hashlib.sha256(text.encode()).hexdigest()
     return names.script_config_map_name(job.name, digest)
 
 

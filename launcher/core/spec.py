@@ -157,10 +157,17 @@ class TrainerArgs:
 
 @dataclasses.dataclass(frozen=True)
 class Script:
-    """One file of your own (at most 1 MiB), mounted read-only into every worker."""
+    """Your own program (at most 1 MiB of text), mounted read-only into every worker: its
+    entry file, and the other files of its directory that it needs (a module it imports)."""
 
-    name: str = _field("name", "File name, e.g. train.py.")
-    source: str = _field("source", "The file's text.")
+    name: str = _field("name", "The entry file's name, e.g. main.py.")
+    source: str = _field("source", "The entry file's text.")
+    files: dict[str, str] = _field(
+        "files",
+        "The program's other files, by path relative to the entry file's directory (e.g. "
+        "mnist_setup.py, utils/data.py), with their text; mounted with that layout.",
+        factory=dict,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,9 +265,11 @@ class JobSpec:
     )
     script: Script | None = _field(
         "script",
-        f"One file of your own, stored in a ConfigMap owned by the job and mounted read-only "
-        f"at {script_file.MOUNT_PATH}/NAME; runs as `python` NAME unless spec.command is "
-        "set. The tflaunch CLI also takes a path (relative to the spec file).",
+        f"Your own program, stored in a ConfigMap owned by the job and mounted read-only at "
+        f"{script_file.MOUNT_PATH}/ (its files keep their layout); runs as `python` NAME "
+        "unless spec.command is set. The tflaunch CLI also takes a path (relative to the spec "
+        "file): a file (with the modules beside it that it imports) or a directory (all its "
+        "files; the entry is main.py).",
         None,
     )
     rendezvous_timeout_seconds: int | None = _field(

@@ -23,6 +23,18 @@ CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
 `00:00:<epoch seconds>.<micros>`), thread id, file:line]."""
 CPP_LOG_BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
 """What absl prints, once per TensorFlow library, before its logging is initialized."""
+CPP_CONTINUATION = re.compile(
+    r"^(Additional GRPC error information|:[A-Z_]+:|:\{|/job:|The tasks have crashed|"
+    r"The following tasks|To enable the following instructions|The error could be from a "
+    r"previous operation|\s*\[\[\{\{node )"
+)
+"""The continuation lines of TensorFlow's multi-line C++ messages that an own program's
+console must not show (its own lines carry no prefix, so only known shapes are hidden):
+`Additional GRPC error information from remote target ...`, `:UNKNOWN:Error received from
+peer {...}`, `The tasks have crashed. Check the task logs ...`."""
+KERAS_PROGRESS_BAR = re.compile(r"^(\s*\d+/(\d+|Unknown) \[[=>.]*\] - |Epoch \d+/\d+$)")
+"""A tf-keras progress bar's lines (`Epoch 2/3`, then `70/70 [=====] - 5s 60ms/step - loss:
+0.31` as `contract.final_frame` leaves it): every worker prints them, every epoch."""
 RECORD_STARTS = (
     "Traceback ", "Exception in thread ", contract.RESULT_LINE_PREFIX, PROGRESS_LINE_PREFIX
 )  # fmt: skip

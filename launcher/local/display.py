@@ -26,7 +26,12 @@ from typing import Protocol, TextIO
 from launcher.core import contract
 from launcher.core import progress as progress_lib
 from launcher.local.board import Board, paint
-from launcher.local.console import ConsoleFilter, is_cpp_log_start
+from launcher.local.console import (
+    CPP_CONTINUATION,
+    KERAS_PROGRESS_BAR,
+    ConsoleFilter,
+    is_cpp_log_start,
+)
 
 PLAIN_INTERVAL = 5.0
 """Off a terminal, at most one progress line this often (besides each epoch's end)."""
@@ -143,17 +148,29 @@ class NotableFilter:
 
 class OwnOutputFilter:
     """For a program of the user's (spec.command, spec.script): its own output is what the
-    user reads, so every line shows but TensorFlow's C++ lines, the progress and result
-    lines, and the worker wrapper's INFO records (the worker status lines say those)."""
+    user reads, so every line shows but TensorFlow's C++ lines (with the known continuation
+    lines of its multi-line messages), the progress and result lines, the worker wrapper's
+    INFO records (the worker status lines say those), and the other workers' Keras progress
+    bars (the chief's, one clean line per epoch, speaks for the group)."""
+
+    def __init__(self, index: int = 0) -> None:
+        self._chief = index == 0
+        self._in_cpp_message = False
 
     def shows(self, line: str) -> bool:
         match = contract.TRAINER_LOG_LINE.match(line)
         if match is not None:
+            self._in_cpp_message = False
             return match.group("level") in NOTABLE_LEVELS
-        return not (
-            is_cpp_log_start(line)
-            or line.startswith((progress_lib.PROGRESS_LINE_PREFIX, contract.RESULT_LINE_PREFIX))
-        )
+        if is_cpp_log_start(line):
+            self._in_cpp_message = True
+            return False
+        if self._in_cpp_message and CPP_CONTINUATION.match(line):
+            return False
+        self._in_cpp_message = False
+        if KERAS_PROGRESS_BAR.match(line):
+            return self._chief
+        return not line.startswith((progress_lib.PROGRESS_LINE_PREFIX, contract.RESULT_LINE_PREFIX))
 
 
 class SummaryConsole:
@@ -193,7 +210,7 @@ class SummaryConsole:
         with self._lock:
             found = self.board.read(index, text)
             self._dirty = True
-            made = OwnOutputFilter() if self._own_program else NotableFilter()
+            made = OwnOutputFilter(index) if self._own_program else NotableFilter()
             if self._filters.setdefault(index, made).shows(text):
                 self._say(self._worker_line(index, text))
             if found is not None and found.epoch_done:

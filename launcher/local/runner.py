@@ -18,10 +18,12 @@ everything with --verbose / TFLAUNCH_LOG_LEVEL=debug.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from launcher.core import contract, tfconfig, workload
+from launcher.core import contract, script, tfconfig, workload
 from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.console import trainer_error
@@ -41,6 +43,14 @@ from launcher.local.isolation import Isolation, isolated, network_warning
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
+FIRST_FAILURE_WINDOW_SECONDS = 5.0
+"""After a worker fails, how long the others get to end on their own before they are
+stopped: enough for every worker to report the same program error (then it is not
+retried), or for a killed worker's wrapper to say which signal it was."""
+MAX_PARTIAL_CHARS = 65536
+WRITTEN_LIST = ".tflaunch-files"
+"""In WORKDIR/script/: the program files tflaunch wrote there, removed at the next run when
+the program no longer has them (and nothing else: the directory may hold the user's files)."""
 BROKEN_GROUP_GRACE_SECONDS = 2.0
 """How long the others get after SIGTERM once a worker ended without saving: a coordinated
 save needs every worker, so theirs can never finish (the last checkpoint is what is kept)."""
@@ -93,6 +103,9 @@ class Attempt:
     the failure says why, not only how; for exit 75/78 it is the trainer's one-line reason."""
     saved_steps: tuple[int | None, ...] = ()
     """The step each worker said it saved at before exiting EXIT_PREEMPTED."""
+    program_signals: tuple[str | None, ...] = ()
+    """The signal that killed each worker's program, as its wrapper said (a program killed
+    by `kill -9` makes its wrapper exit 1), when tflaunch did not send it."""
 
     @property
     def succeeded(self) -> bool:
@@ -114,27 +127,84 @@ class Attempt:
         """Where the group resumes after a preemption (the chief's word first)."""
         return next((step for step in self.saved_steps if step is not None), None)
 
+    def _signal(self, index: int) -> str | None:
+        return self.program_signals[index] if index < len(self.program_signals) else None
+
+    def _reason(self, index: int) -> str | None:
+        return self.last_errors[index] if index < len(self.last_errors) else None
+
+    @property
+    def same_program_error(self) -> str | None:
+        """The error every worker's program ended with, when it is one and the same Python
+        exception (a NameError at import, a bad argument): the program's own, which a
+        restart repeats. Not a signal, not TensorFlow's word for a lost peer or a timeout."""
+        workers = range(len(self.exit_codes))
+        if set(self.exit_codes) != {contract.EXIT_TRANSIENT} or any(map(self._signal, workers)):
+            return None
+        reasons = {self._reason(i) for i in workers}
+        if len(reasons) != 1:
+            return None
+        (reason,) = reasons
+        match = contract.EXCEPTION_LINE.match(reason or "")
+        if match is None or match.group("name") in PEER_ERRORS:
+            return None
+        return reason
+
     def describe(self) -> str:
-        """The cause first (a signal, then a configuration error, then a rendezvous
-        timeout, then any other exit), with that worker's own reason; the other failed
-        workers (usually survivors that saw a peer die) only by their exit."""
-        failed = [i for i, code in enumerate(self.exit_codes) if code not in (0, None)]
+        """The cause first, whatever order the exits arrived in (a signal, to the worker or
+        to its program; then a configuration error, then a rendezvous timeout, then any
+        other exit), with that worker's own reason; the other failed workers (usually
+        survivors that saw a peer die: DEADLINE_EXCEEDED) only by their exit."""
+        failed = [
+            i for i, code in enumerate(self.exit_codes) if code not in (0, None) or self._signal(i)
+        ]
         if not failed:
             return "no worker failed"
-        cause, *others = sorted(failed, key=lambda i: (_cause_rank(self.exit_codes[i]), i))
-        text = f"worker {cause} {_describe_exit(self.exit_codes[cause])}"
-        reason = self.last_errors[cause] if cause < len(self.last_errors) else None
+        ranked = sorted(failed, key=lambda i: (_cause_rank(self.exit_codes[i], self._signal(i)), i))
+        cause, *others = ranked
+        text = f"worker {cause} {self._describe(cause)}"
+        reason = _quoted(self._reason(cause) or "", self.exit_codes[cause], self._signal(cause))
         if reason:
             text += f": {reason}"
         if others:
-            too = ", ".join(f"worker {i} {_describe_exit(self.exit_codes[i])}" for i in others)
+            too = ", ".join(f"worker {i} {self._describe(i)}" for i in others)
             text += f" ({too} too)"
         return text
 
+    def _describe(self, index: int) -> str:
+        signal_name = self._signal(index)
+        if signal_name:
+            return f"was killed by {signal_name}"
+        return _describe_exit(self.exit_codes[index])
 
-def _cause_rank(code: int | None) -> int:
+
+PEER_ERRORS = frozenset(
+    {"UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError",
+     "UnknownError", "InternalError", "FailedPreconditionError"}
+)  # fmt: skip
+"""TensorFlow's exceptions for a peer that died, froze or timed out: every survivor can
+report the same one, yet it is a fault of the group, which a restart may fix."""
+PROGRAM_SIGNAL = re.compile(r"\(the program was killed by (?P<signal>SIG[A-Z0-9]+)\)$")
+"""The wrapper's ERROR record when the program died of a signal (`trainer.run`)."""
+PROGRAM_EXIT = re.compile(r" ?\(the program (?:exited (?P<code>-?\d+)|was killed by SIG\w+)\)$")
+
+
+def _quoted(reason: str, code: int | None, signal_name: str | None) -> str:
+    """A worker's reason without the wrapper's "(the program exited N)" when that says no
+    more than the worker's own exit (the program's 78 is the worker's 78; a program killed
+    by SIGKILL is the worker "killed by SIGKILL")."""
+    match = PROGRAM_EXIT.search(reason)
+    if match is None:
+        return reason
+    said = match.group("code")
+    if (said is None and signal_name) or (said is not None and said == str(code)):
+        return reason[: match.start()]
+    return reason
+
+
+def _cause_rank(code: int | None, program_signal: str | None = None) -> int:
     """How likely an exit is the group's cause rather than a consequence (lower: likelier)."""
-    if code is not None and code < 0:
+    if (code is not None and code < 0) or program_signal:
         return 0  # killed by a signal: OOM killer, kill -9, preemption
     return {contract.EXIT_CONFIG_ERROR: 1, contract.EXIT_RENDEZVOUS_TIMEOUT: 2}.get(code or 0, 3)
 
@@ -159,7 +229,7 @@ def next_step(attempt: Attempt, restarts_so_far: int, backoff_limit: int) -> str
         return "done"
     if attempt.preempted:
         return "resume"
-    if attempt.config_error or restarts_so_far >= backoff_limit:
+    if attempt.config_error or attempt.same_program_error or restarts_so_far >= backoff_limit:
         return "fail"
     return "restart"
 
@@ -229,6 +299,10 @@ class _Group:
         self._threads: list[threading.Thread] = []
         self.last_errors: list[str | None] = [None] * len(commands)
         self.saved_steps: list[int | None] = [None] * len(commands)
+        self.program_signals: list[str | None] = [None] * len(commands)
+        self._sent: set[str] = set()
+        """The signals tflaunch sent the workers (a program "killed by SIGTERM" after we
+        sent SIGTERM was stopped by us, not the cause)."""
         self._grace_seconds = grace_seconds
         self._log_files = log_files
         self._console = console
@@ -253,8 +327,17 @@ class _Group:
             if all(code == 0 for code in codes):
                 break
             if any(code not in (None, 0) for code in codes):
+                # The others save at the same step (a preemption), or fail on their own
+                # within moments (the same error everywhere; a survivor's timeout, which
+                # must not be taken for the cause): let them say so before stopping them.
                 if contract.EXIT_PREEMPTED in codes:
-                    codes = self._wait_for_the_others_to_save()
+                    window = self._grace_seconds
+                elif any(c is not None and (c < 0 or c == contract.EXIT_CONFIG_ERROR)
+                         for c in codes):  # fmt: skip
+                    window = 0.0  # the cause is known already
+                else:
+                    window = FIRST_FAILURE_WINDOW_SECONDS
+                codes = self._wait_for_the_others(window)
                 self.stop()
                 break
             self._console.tick()
@@ -263,12 +346,18 @@ class _Group:
             thread.join(timeout=2.0)  # the last lines, and with them the last errors
         final = tuple(self._codes(codes))
         self._report(list(final), stopped=True)
-        return Attempt(final, tuple(self.last_errors), tuple(self.saved_steps))
+        return self.attempt(final)
 
-    def _wait_for_the_others_to_save(self) -> list[int | None]:
-        """One worker saved and exited: the others are saving at the same step (or about to
-        fail); let them finish within the grace period instead of stopping them mid-save."""
-        deadline = time.monotonic() + self._grace_seconds
+    def attempt(self, codes: Sequence[int | None]) -> Attempt:
+        return Attempt(
+            tuple(codes), tuple(self.last_errors), tuple(self.saved_steps),
+            tuple(self.program_signals),
+        )  # fmt: skip
+
+    def _wait_for_the_others(self, seconds: float) -> list[int | None]:
+        """One worker ended: give the others `seconds` to end on their own (saving at the
+        same step, or failing with their own reason) instead of stopping them at once."""
+        deadline = time.monotonic() + seconds
         codes = [p.poll() for p in self.processes]
         while any(code is None for code in codes) and time.monotonic() < deadline:
             self._report(codes)
@@ -289,25 +378,45 @@ class _Group:
             yield seen if seen is not None else (0 if process.returncode == 0 else None)
 
     def _pump(self, index: int, stream: IO[bytes]) -> None:
+        """The worker's output as it comes: into its log file at once (flushed, so that
+        `tail -f` follows it), and line by line to the console, each line as a terminal
+        would show it (Keras' progress bar redraws one line with \\r and \\b)."""
         log_file = self._log_files[index]
-        for raw in iter(stream.readline, b""):
-            line = raw.decode(errors="replace").rstrip("\n")
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        partial = ""
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            text = decoder.decode(chunk)
             if not log_file.closed:  # closed once the attempt is over and stop() gave up
-                log_file.write(line + "\n")
-            self._console.line(index, line)
-            error = trainer_error(line)
-            if error:
-                self.last_errors[index] = error
-            saved = contract.saved_step(line)
-            if saved is not None:
-                self.saved_steps[index] = saved
+                log_file.write(text)
+                log_file.flush()
+            *lines, partial = (partial + text).split("\n")
+            for line in lines:
+                self._line(index, line)
+            if len(partial) > MAX_PARTIAL_CHARS and "\r" in partial:  # one frame is enough
+                partial = partial[partial.rindex("\r") :]
+        if partial:
+            self._line(index, partial)
         stream.close()
+
+    def _line(self, index: int, raw: str) -> None:
+        line = contract.final_frame(raw)
+        self._console.line(index, line)
+        error = trainer_error(line)
+        if error:
+            self.last_errors[index] = error
+            killed = PROGRAM_SIGNAL.search(error)
+            if killed and killed.group("signal") not in self._sent:
+                self.program_signals[index] = killed.group("signal")
+        saved = contract.saved_step(line)
+        if saved is not None:
+            self.saved_steps[index] = saved
 
     def stop(self) -> None:
         """SIGTERM every worker's process group (a training worker saves, then exits
         EXIT_PREEMPTED), SIGKILL what is left after the grace period, or
         BROKEN_GROUP_GRACE_SECONDS after a worker ended without saving, or at once on a
         second Ctrl-C/SIGTERM (re-raised as KeyboardInterrupt: the run ends)."""
+        self._sent.add(signal.SIGTERM.name)
         for process in self.processes:
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + self._grace_seconds
@@ -319,6 +428,7 @@ class _Group:
                 time.sleep(POLL_SECONDS / 4)
         except (KeyboardInterrupt, _Terminated):
             interrupted = True  # asked again while they save: stop them now, then end the run
+        self._sent.add(signal.SIGKILL.name)
         for process in self.processes:
             _signal_group(process, signal.SIGKILL)
             process.wait()
@@ -408,20 +518,21 @@ def run_local(
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):
-                    console.message(
-                        f"tflaunch: stopping: every worker saves and exits (up to "
-                        f"{job.spec.termination_grace_period_seconds}s); Ctrl-C again stops "
-                        "them at once"
-                    )
+                    console.message(_stopping_message(job))
                     group.stop()
-                    raise KeyboardInterrupt from None
+                    attempt = group.attempt([p.returncode for p in group.processes])
+                    if not attempt.succeeded:
+                        raise KeyboardInterrupt from None
+                    # Every worker had finished, or finished within the grace period: the
+                    # run is a success, whenever the Ctrl-C came.
                 finally:
                     group.stop()
             step = next_step(attempt, restarts, job.spec.backoff_limit)
             if step == "done":
                 if own_program(job.spec):  # the program's own output is its result
+                    model_dir = str(paths.model_dir) if _not_empty(paths.model_dir) else None
                     return {"restarts": restarts, "preemptions": preemptions,
-                            "model_dir": str(paths.model_dir)}  # fmt: skip
+                            "model_dir": model_dir}  # fmt: skip
                 return _result(paths, restarts, preemptions)
             if step == "resume":
                 preemptions += 1
@@ -432,23 +543,56 @@ def run_local(
                 )
                 continue
             if step == "fail":
-                reason = (
-                    "configuration error, not retried"
-                    if attempt.config_error
-                    else (
-                        f"gave up after {restarts} restart(s) "
-                        f"(spec.backoffLimit={job.spec.backoff_limit})"
-                    )
-                )
-                raise WorkersFailed(
-                    f"{attempt.describe()}; {reason}; full worker logs in {paths.logs_dir}"
-                )
+                raise WorkersFailed(_failure(attempt, job, restarts, paths))
             restarts += 1
             console.message(
                 f"tflaunch: {attempt.describe()}; restarting all {job.spec.workers} workers "
-                f"(restart {restarts}/{job.spec.backoff_limit}), resuming from the checkpoint"
+                f"(restart {restarts}/{job.spec.backoff_limit}), {_resume_point(paths)}"
             )
             console.restarted(restarts)
+
+
+def _failure(attempt: Attempt, job: MultiWorkerJob, restarts: int, paths: LocalPaths) -> str:
+    """The run's one final line: the cause, why it is not retried (said once), the logs."""
+    same = attempt.same_program_error
+    if same:
+        text = (
+            f"every worker's program failed with the same error ({same}): a program error, "
+            f"not retried; fix it and run again"
+        )
+    elif attempt.config_error:
+        text = f"{attempt.describe()}; not retried"
+    else:
+        text = (
+            f"{attempt.describe()}; gave up after {restarts} restart(s) "
+            f"(spec.backoffLimit={job.spec.backoff_limit})"
+        )
+    return f"{text}; full worker logs in {paths.logs_dir}"
+
+
+def _not_empty(directory: Path) -> bool:
+    return directory.is_dir() and any(directory.iterdir())
+
+
+def _resume_point(paths: LocalPaths) -> str:
+    """Where the restarted group starts: only a checkpoint that exists is resumed from."""
+    if _not_empty(paths.checkpoint_dir):
+        return f"resuming from the checkpoint in {paths.checkpoint_dir}"
+    return f"restarting from the beginning (no checkpoint in {paths.checkpoint_dir})"
+
+
+def _stopping_message(job: MultiWorkerJob) -> str:
+    grace = job.spec.termination_grace_period_seconds
+    if own_program(job.spec):  # whether it saves on SIGTERM is the program's business
+        return (
+            f"tflaunch: stopping the workers: SIGTERM now (a program that saves on SIGTERM "
+            f"saves), SIGKILL to any still running after {grace}s; Ctrl-C again stops them "
+            "at once"
+        )
+    return (
+        f"tflaunch: stopping: every worker saves and exits (up to {grace}s); Ctrl-C again "
+        "stops them at once"
+    )
 
 
 @contextlib.contextmanager
@@ -466,11 +610,22 @@ def _log_files(paths: LocalPaths, workers: int, restarts: int) -> Iterator[list[
 
 
 def _write_script(job: MultiWorkerJob, paths: LocalPaths) -> None:
-    """spec.script where the workers run it, as a pod finds it in its ConfigMap."""
+    """spec.script's files where the workers run them, with the layout a pod finds in its
+    ConfigMap (no file of an earlier run left beside them): the entry file's directory is
+    the first on the program's import path, so `import mnist_setup` finds its neighbour."""
     if job.spec.script is None:
         return
-    paths.script_dir.mkdir(parents=True, exist_ok=True)
-    (paths.script_dir / job.spec.script.name).write_text(job.spec.script.source, encoding="utf-8")
+    files = script.all_files(job.spec.script)
+    written = paths.script_dir / WRITTEN_LIST
+    with contextlib.suppress(OSError):  # only what tflaunch wrote there itself goes
+        for rel in written.read_text(encoding="utf-8").splitlines():
+            if rel and rel not in files and ".." not in rel.split("/"):
+                (paths.script_dir / rel).unlink(missing_ok=True)
+    for rel, text in files.items():
+        target = paths.script_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    written.write_text("".join(f"{rel}\n" for rel in files), encoding="utf-8")
 
 
 def describe_preemption(attempt: Attempt) -> str:

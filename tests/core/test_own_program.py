@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,116 @@ def test_a_spec_files_default_trainer_settings_do_not_stop_a_script(tmp_path, ca
     path.write_text("print(1)\n")
     assert run(["render", EXAMPLE, "--script", str(path)]) == 0  # examples/mnist.yaml as a base
     assert "ConfigMap" in capsys.readouterr().out
+
+
+# --- a program of several files (TensorFlow's tutorials: main.py + mnist_setup.py) ---------
+
+KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+"""Kubernetes' rule for a ConfigMap key (IsConfigMapKey), besides '.', '..' and '..*'."""
+
+
+def _tutorial_layout(root: Path) -> Path:
+    root.mkdir()
+    (root / "main.py").write_text("import mnist_setup\nfrom pkg import util\nprint(1)\n")
+    (root / "mnist_setup.py").write_text("import os\nimport helpers\n")
+    (root / "helpers.py").write_text("X = 1\n")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "util.py").write_text("Y = 2\n")
+    (root / "unrelated.py").write_text("Z = 3\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "helpers.cpython-311.pyc").write_bytes(b"\x00\xff")
+    return root
+
+
+def _config_map_and_volume(job) -> tuple[dict, dict]:
+    objects = render.render(job)
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (job_obj,) = [o for o in objects if o["kind"] == "Job"]
+    (volume,) = [v for v in job_obj["spec"]["template"]["spec"]["volumes"] if v["name"] == "script"]
+    return config_map, volume
+
+
+def test_a_file_carries_the_modules_beside_it_that_it_imports_transitively(tmp_path):
+    root = _tutorial_layout(tmp_path / "prog")
+    job = load_job(EXAMPLE, [("spec.script", str(root / "main.py"))])
+    assert job.spec.script.name == "main.py"
+    assert sorted(job.spec.script.files) == [
+        "helpers.py",
+        "mnist_setup.py",
+        "pkg/__init__.py",
+        "pkg/util.py",
+    ]  # fmt: skip  (not unrelated.py, not __pycache__)
+
+
+def test_a_directory_carries_all_its_files_and_keeps_their_layout_in_the_config_map(tmp_path):
+    root = _tutorial_layout(tmp_path / "prog")
+    (root / "__pycache__" / "helpers.cpython-311.pyc").unlink()
+    job = load_job(EXAMPLE, [("spec.script", str(root))])
+    config_map, volume = _config_map_and_volume(job)
+    items = {item["path"]: item["key"] for item in volume["configMap"]["items"]}
+    assert sorted(items) == [
+        "helpers.py", "main.py", "mnist_setup.py", "pkg/__init__.py", "pkg/util.py",
+        "unrelated.py",
+    ]  # fmt: skip
+    for path, key in items.items():
+        assert KEY.match(key) and not key.startswith("..") and "/" not in key, key
+        assert config_map["data"][key] == (root / path).read_text()
+    assert set(config_map["data"]) == set(items.values())
+    args = _container(job)["args"]
+    assert args[args.index("--") + 1 :] == ["python", f"{script.MOUNT_PATH}/main.py"]
+
+
+def test_a_directory_without_main_py_names_the_fix(tmp_path):
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "train.py").write_text("print(1)\n")
+    error = _error([("spec.script", str(tmp_path / "prog"))])
+    assert error.field == "spec.script" and "main.py" in error.message
+    assert "--script" in error.message
+
+
+def test_the_size_limit_counts_every_file_and_says_so(tmp_path):
+    root = tmp_path / "prog"
+    root.mkdir()
+    (root / "main.py").write_text("import big\n")
+    (root / "big.py").write_text("#" * script.MAX_BYTES)
+    error = _error([("spec.script", str(root / "main.py"))])
+    assert "the program's 2 files" in error.message and "1 MiB" in error.message
+
+
+def test_a_binary_file_in_the_directory_is_refused_by_name(tmp_path):
+    root = _tutorial_layout(tmp_path / "prog")
+    (root / "weights.bin").write_bytes(b"\xff\xfe\x00")
+    error = _error([("spec.script", str(root))])
+    assert "weights.bin is not UTF-8 text" in error.message
+
+
+def test_the_files_of_a_multiworkerjob_are_checked_as_paths():
+    document = yaml.safe_load(Path(EXAMPLE).read_text())
+    document["spec"].pop("trainer")
+    for bad in ("../x.py", "/etc/x.py", "a/.hidden.py", "main.py"):
+        document["spec"]["script"] = {"name": "main.py", "source": "", "files": {bad: ""}}
+        with pytest.raises(SpecError) as caught:
+            job_from_document(document)
+        assert caught.value.field == "spec.script.files", bad
+
+
+def test_the_script_flag_names_the_job_after_the_directory_of_main_py(tmp_path, capsys):
+    root = _tutorial_layout(tmp_path / "Keras_Tutorial")
+    assert run(["render", "--script", str(root / "main.py")]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert {d["metadata"]["name"] for d in documents if d["kind"] == "Service"} == {
+        "keras-tutorial"
+    }
+
+
+@pytest.mark.parametrize("broken", ["main.py", "pkg/util.py"])
+def test_a_syntax_error_in_any_file_is_exit_2_naming_file_and_line(tmp_path, capsys, broken):
+    root = _tutorial_layout(tmp_path / "prog")
+    path = root / broken
+    path.write_text(path.read_text() + "def f(:\n")
+    line = len(path.read_text().splitlines())
+    assert run(["render", "--script", str(root / "main.py")]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("tflaunch: error: spec.script")
+    assert f"{broken}:{line}: invalid syntax" in err

@@ -79,3 +79,35 @@ def test_a_script_over_one_mebibyte_never_reaches_the_server(
     assert done.code == 2, done
     assert done.err.count("\n") <= 1 and "spec.script" in done.err
     assert cp.get("jobs,configmaps", "-n", namespace, "-l", f"{SELECTOR}=big")["items"] == []
+
+
+def test_submit_script_dir_keeps_the_tutorial_layout_in_the_config_map(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """TensorFlow's tutorials are main.py + mnist_setup.py; a nested package's keys cannot
+    hold '/': the server accepts the mapped keys and the pods mount each at its path."""
+    cp = control_plane
+    root = tmp_path / "prog"
+    (root / "pkg").mkdir(parents=True)
+    files = {
+        "main.py": "import mnist_setup\nfrom pkg import util\n",
+        "mnist_setup.py": "X = 1\n",
+        "pkg/__init__.py": "",
+        "pkg/util.py": "Y = 2\n",
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    spec = write_spec(tmp_path / "job.yaml", "tut", namespace, hooks=pod_hooks(run_for="1h"))
+    done = cp.tflaunch("submit", str(spec), "--script", str(root / "main.py"))
+    assert done.code == 0, done
+    (config_map,) = _config_maps(cp, namespace, "tut")
+    pods = eventually(
+        lambda: cp.get("pods", "-n", namespace, "-l", f"{SELECTOR}=tut")["items"],
+        what="the Job controller's pods", timeout=60,
+    )  # fmt: skip
+    for pod in pods:
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "script")
+        mounted = {i["path"]: config_map["data"][i["key"]] for i in volume["configMap"]["items"]}
+        assert mounted == files
+        args = pod["spec"]["containers"][0]["args"]
+        assert args[args.index("--") + 1 :] == ["python", f"{MOUNT}/main.py"]

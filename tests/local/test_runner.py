@@ -16,6 +16,7 @@ import pytest
 
 from launcher.core import contract, progress
 from launcher.core.spec import load_job
+from launcher.local import runner
 from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 
 from .conftest import LOCAL_RUN_EPOCHS, LOCAL_RUN_EVAL_STEPS, LocalRun, default_env
@@ -145,6 +146,67 @@ def test_a_failed_attempt_names_the_cause_first_with_the_trainers_own_reason(
     assert Attempt(codes, errors).describe() == expected
 
 
+DEADLINE = ":DEADLINE_EXCEEDED:Deadline Exceeded {grpc_status:4} (the program exited 1)"
+KILLED_MID_EPOCH = "3/70 [>....] - ETA: 5s - loss: 4.3331 (the program was killed by SIGKILL)"
+
+
+@pytest.mark.parametrize("order", ["killed worker first", "survivor first"])
+def test_a_program_killed_by_a_signal_is_the_cause_whatever_order_the_exits_came_in(order):
+    """Under load the survivor's collective timeout can reach tflaunch before the killed
+    worker's wrapper says its program died of SIGKILL (both wrappers exit 1)."""
+    codes = (1, 1) if order == "killed worker first" else (1, None)
+    attempt = Attempt(codes, (DEADLINE, KILLED_MID_EPOCH), (), (None, "SIGKILL"))
+    assert attempt.describe().startswith(
+        "worker 1 was killed by SIGKILL: 3/70 [>....] - ETA: 5s - loss: 4.3331 (worker 0 "
+    ), attempt.describe()
+
+
+NAME_ERROR = "NameError: name 'mnist_setpu' is not defined (the program exited 1)"
+
+
+@pytest.mark.parametrize(
+    ("codes", "errors", "signals", "expected"),
+    [
+        ((1, 1), (NAME_ERROR, NAME_ERROR), (None, None), "fail"),  # the program's own
+        ((1, None), (NAME_ERROR, None), (None, None), "restart"),  # not seen on every worker
+        ((1, 1), (NAME_ERROR, "ValueError: x (the program exited 1)"), (None, None), "restart"),
+        ((1, 1), (DEADLINE, DEADLINE), (None, None), "restart"),  # not an exception line
+        ((1, 1), ("UnavailableError: peer lost (the program exited 1)",) * 2, (None, None),
+         "restart"),  # TensorFlow's word for a lost peer: a fault of the group
+        ((1, 1), (NAME_ERROR, NAME_ERROR), ("SIGKILL", None), "restart"),
+        ((1, 1), (NAME_ERROR, NAME_ERROR), (None, "SIGKILL"), "restart"),
+    ],
+)  # fmt: skip
+def test_the_same_program_error_on_every_worker_is_not_retried(codes, errors, signals, expected):
+    assert next_step(Attempt(codes, errors, (), signals), 0, backoff_limit=3) == expected
+
+
+def test_the_final_line_of_a_program_error_says_it_once_and_why_not_retried(tmp_path):
+    attempt = Attempt((1, 1), (NAME_ERROR, NAME_ERROR))
+    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path))
+    assert text.count("NameError") == 1 and text.count("not retried") == 1, text
+    assert "gave up" not in text and "restarts" not in text
+
+
+def test_the_final_line_of_a_configuration_error_says_not_retried_once(tmp_path):
+    error = "no data at /data (the program exited 78)"
+    attempt = Attempt((None, contract.EXIT_CONFIG_ERROR), (None, error))
+    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path))
+    assert text.startswith("worker 1 exited 78 (configuration error): no data at /data; ")
+    assert text.count("configuration error") == 1 and text.count("not retried") == 1, text
+    assert "exited 78)" not in text  # the program's 78 is the worker's 78: said once
+
+
+def test_a_restart_resumes_only_from_a_checkpoint_that_exists(tmp_path):
+    paths = LocalPaths(tmp_path)
+    paths.checkpoint_dir.mkdir()
+    assert runner._resume_point(paths) == (
+        f"restarting from the beginning (no checkpoint in {paths.checkpoint_dir})"
+    )
+    (paths.checkpoint_dir / "chief").mkdir()
+    assert runner._resume_point(paths) == f"resuming from the checkpoint in {paths.checkpoint_dir}"
+
+
 # --- real TensorFlow processes -------------------------------------------------------------
 
 
@@ -272,7 +334,7 @@ def test_a_configuration_error_is_not_retried(tmp_path, mnist_npz):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "configuration error, not retried" in run.stderr
+    assert "(configuration error)" in run.stderr and "; not retried;" in run.stderr
     assert "GPU" in run.stderr, "the failure must say why, not only that"
     assert "restarting" not in run.stdout
     assert len(run.stderr.strip().splitlines()) == 1
