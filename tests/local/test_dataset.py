@@ -152,7 +152,7 @@ def test_offline_local_run_trains_on_the_subset_and_its_success_line_names_it(
 ):
     given = {}
 
-    def run_local(job, workdir, data, trainer_args, console):
+    def run_local(job, workdir, data, trainer_args, console, **options):
         given["data"] = data
         return {
             "dataset": contract.DATASET_MNIST_SUBSET,
