@@ -224,6 +224,10 @@ state = "$STATE/containerd/state"
     sandbox = "$PAUSE_IMAGE"
 
 [plugins.'io.containerd.cri.v1.runtime']
+  # The kubelet asks for a negative oom_score_adj for sandboxes (-998) and Guaranteed pods;
+  # lowering it needs CAP_SYS_RESOURCE, which this machine's root does not have (runc then
+  # fails with "can't get final child's PID from pipe"). Clamp to containerd's own instead.
+  restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
@@ -402,8 +406,8 @@ cmd_down() {
   # Rules the CNI plugins left for this network (portmap's, if a pod's hostPort outlived
   # its sandbox): each carries the network's name in its comment.
   local rule
-  iptables -t nat -S 2>/dev/null | grep -- '"tflaunch"' | sed 's/^-A /-D /' |
-    while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
+  { iptables -t nat -S 2>/dev/null || true; } | { grep -- '"tflaunch"' || true; } |
+    sed 's/^-A /-D /' | while read -r rule; do eval "iptables -t nat $rule" 2>/dev/null || true; done
   if [ -n "$kubeconfig" ] && [ -e "$kubeconfig" ] && [ -x "$CONTROL_PLANE_BIN/kubectl" ]; then
     "$CONTROL_PLANE_BIN/kubectl" --kubeconfig "$kubeconfig" delete node "$NODE_NAME" \
       --ignore-not-found --wait=false --request-timeout=10s >/dev/null 2>&1 || true
