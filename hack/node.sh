@@ -136,9 +136,9 @@ smoke_image() {
   local busybox rootfs applet out="$BIN_DIR/images/busybox.tar"
   [ -e "$out" ] && { printf '%s\n' "$out"; return 0; }
   busybox=$(command -v busybox || true)
-  [ -n "$busybox" ] && file -L "$busybox" 2>/dev/null | grep -q 'statically linked' ||
-    busybox=/bin/busybox
-  [ -x "$busybox" ] || die "busybox not found: apt-get install busybox-static"
+  [ -n "$busybox" ] || die "busybox not found: apt-get install busybox-static"
+  ! ldd "$busybox" >/dev/null 2>&1 ||
+    die "$busybox is linked dynamically (the image has no libc): apt-get install busybox-static"
   rootfs=$(mktemp -d)
   install -D -m 0755 "$busybox" "$rootfs/bin/busybox"
   for applet in sh echo cat sleep nslookup nc hostname ls true false id wget; do
@@ -374,6 +374,23 @@ unmount_under() {
     sort -r | while read -r mnt; do umount -l "$mnt" 2>/dev/null || true; done
 }
 
+# The chains the kubelet adds at start (its iptables canary and hint, and KUBE-FIREWALL,
+# which drops packets to 127.0.0.0/8 from other addresses) and the jumps into them.
+kubelet_iptables_cleanup() {
+  local tool table chain
+  for tool in iptables ip6tables; do
+    command -v "$tool" >/dev/null 2>&1 || continue
+    for chain in INPUT OUTPUT; do
+      while "$tool" -t filter -D "$chain" -j KUBE-FIREWALL 2>/dev/null; do :; done
+    done
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$tool" -t "$table" -F "$chain" 2>/dev/null && "$tool" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
+}
+
 cmd_down() {
   local sock="$STATE/containerd.sock" kubeconfig="" pid mnt subsystem
   [ -d "$STATE" ] || { log "no node is up"; return 0; }
@@ -403,6 +420,7 @@ cmd_down() {
       find "$subsystem/kubepods" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
   ip link del "$BRIDGE" 2>/dev/null || true
+  kubelet_iptables_cleanup
   # Rules the CNI plugins left for this network (portmap's, if a pod's hostPort outlived
   # its sandbox): each carries the network's name in its comment.
   local rule
