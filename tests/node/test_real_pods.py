@@ -5,7 +5,6 @@ permissions by the Node authorizer and NodeRestriction."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, eventually
+from tests.e2e.conftest import ControlPlane, Run, eventually
 from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, real_pod
 
 pytestmark = pytest.mark.node
@@ -136,22 +135,39 @@ def test_a_pod_that_does_not_tolerate_the_real_node_lands_on_a_kwok_node(
     assert labels.get("type") == "kwok"
 
 
-def test_the_kubelet_is_held_to_a_nodes_permissions(real_node: ControlPlane) -> None:
-    kubelet = Path(node_sh("state")) / "kubelet.kubeconfig"
-    node = real_node.get("node", NODE_NAME)
-    taints = [(t["key"], t["effect"]) for t in node["spec"].get("taints", [])]
-    assert (REAL_NODE, "NoSchedule") in taints
-    assert node["metadata"]["labels"][REAL_NODE] == "true"
+def kubelet_kubectl(real_node: ControlPlane, *args: str) -> Run:
+    """kubectl with the kubelet's own credentials (system:node:NODE_NAME)."""
+    kubeconfig = Path(node_sh("state")) / "kubelet.kubeconfig"
+    return real_node.kubectl("--kubeconfig", str(kubeconfig), *args, check=False)
 
-    # Node authorizer: a node reads only what its own pods need, not the cluster's secrets.
-    secrets = real_node.kubectl(
-        "--kubeconfig", str(kubelet), "get", "secrets", "-n", "kube-system", check=False
-    )
-    assert secrets.code != 0
-    assert "system:node:tflaunch-real-0" in secrets.err and "forbidden" in secrets.err
-    # NodeRestriction: a node may not change another node.
-    other = real_node.kubectl(
-        "--kubeconfig", str(kubelet), "label", "node", "kwok-cpu-0", "stolen=yes", check=False
-    )
-    assert other.code != 0 and "forbidden" in other.err, other
-    assert "stolen" not in json.dumps(real_node.get("node", "kwok-cpu-0")["metadata"]["labels"])
+
+def test_the_node_is_tainted_and_labelled_for_real_pods_only(real_node: ControlPlane) -> None:
+    node = real_node.get("node", NODE_NAME)
+
+    taints = [(t["key"], t["value"], t["effect"]) for t in node["spec"].get("taints", [])]
+    assert (REAL_NODE, "true", "NoSchedule") in taints
+    assert node["metadata"]["labels"][REAL_NODE] == "true"
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://2.")
+
+
+def test_the_node_authorizer_limits_the_kubelet_to_its_own_objects(
+    real_node: ControlPlane,
+) -> None:
+    other = kubelet_kubectl(real_node, "get", "node", "kwok-cpu-0")
+    secrets = kubelet_kubectl(real_node, "get", "secrets", "-n", "kube-system")
+    own = kubelet_kubectl(real_node, "get", "node", NODE_NAME)
+
+    assert other.code != 0 and "cannot read 'kwok-cpu-0', only its own Node object" in other.err
+    assert secrets.code != 0 and f"system:node:{NODE_NAME}" in secrets.err
+    assert own.code == 0, own
+
+
+def test_node_restriction_keeps_the_kubelet_from_restricted_labels(
+    real_node: ControlPlane,
+) -> None:
+    label = "node-restriction.kubernetes.io/stolen"
+
+    run = kubelet_kubectl(real_node, "label", "node", NODE_NAME, f"{label}=yes")
+
+    assert run.code != 0 and f"is not allowed to modify labels: {label}" in run.err, run
+    assert label not in real_node.get("node", NODE_NAME)["metadata"]["labels"]
