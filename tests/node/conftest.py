@@ -40,7 +40,7 @@ def node_sh(*args: str, timeout: float = 3600) -> str:
     return proc.stdout.strip()
 
 
-def _unavailable(reason: str) -> None:
+def unavailable(reason: str) -> None:
     message = f"node: {reason}, so the real-node tests cannot run here"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message, pytrace=False)
@@ -81,7 +81,7 @@ def real_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane
     """A control plane whose nodes are the kwok ones plus NODE_NAME, a real kubelet."""
     reason = _missing_prerequisite()
     if reason:
-        _unavailable(reason)
+        unavailable(reason)
     cache = Path(_cluster_sh("port-lock")).parent
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / "node.lock", "a") as lock:

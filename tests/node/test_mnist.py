@@ -1,0 +1,132 @@
+"""MNIST trains in containers: `tflaunch submit examples/mnist.yaml --workers 2 --wait` on the
+real node with the CPU trainer image built here (hack/images.sh), in both layouts. The two
+workers find each other through the headless Service and CoreDNS, rendezvous under
+MultiWorkerMirroredStrategy over the pod network and train with 2 replicas.
+
+The archive is the one `hack/images.sh path trainer` names for the current sources, or
+TFLAUNCH_TRAINER_ARCHIVE. Without hack/images.sh these tests skip; with it but no archive they
+skip outside CI and fail under CI=true."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT, ControlPlane, Run
+from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+IMAGES_SH = ROOT / "hack" / "images.sh"
+
+
+def _archive() -> Path:
+    given = os.environ.get("TFLAUNCH_TRAINER_ARCHIVE")
+    if given:
+        return Path(given)
+    if not IMAGES_SH.exists():
+        pytest.skip("node: no hack/images.sh here to build the trainer image")
+    proc = subprocess.run(
+        ["bash", str(IMAGES_SH), "path", "trainer"], capture_output=True, text=True, timeout=120
+    )
+    if proc.returncode != 0:
+        unavailable(
+            "the trainer image is not built for these sources (hack/images.sh build trainer)"
+        )
+    return Path(proc.stdout.strip())
+
+
+def image_ref(archive: Path) -> str:
+    """The reference an image archive (docker-archive or OCI) is imported under."""
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        if "manifest.json" in names:
+            member = tar.extractfile("manifest.json")
+            assert member is not None
+            return str(json.load(member)[0]["RepoTags"][0])
+        member = tar.extractfile("index.json")
+        assert member is not None
+        annotations = json.load(member)["manifests"][0]["annotations"]
+        return str(annotations["io.containerd.image.name"])
+
+
+@pytest.fixture(scope="module")
+def trainer_image(real_node: ControlPlane) -> str:
+    """The CPU trainer image, imported into the real node's containerd."""
+    archive = _archive()
+    node_sh("import", str(archive), timeout=900)
+    return image_ref(archive)
+
+
+@pytest.fixture
+def namespace(real_node: ControlPlane) -> Iterator[str]:
+    name = f"mnist-{uuid.uuid4().hex[:5]}"
+    real_node.kubectl("create", "namespace", name)
+    yield name
+    real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def real_node_spec(path: Path, namespace: str, image: str, layout: str) -> Path:
+    """examples/mnist.yaml as a user points it at the real node: a local image (never
+    pulled), the node's label and taint, small requests (two workers share 2 cores), one
+    short epoch."""
+    document: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "mnist.yaml").read_text())
+    document["metadata"]["namespace"] = namespace
+    spec = document["spec"]
+    spec.update(
+        image=image,
+        imagePullPolicy="Never",
+        layout=layout,
+        nodeSelector={REAL_NODE: "true"},
+        tolerations=[{"key": REAL_NODE, "operator": "Exists", "effect": "NoSchedule"}],
+        resources={
+            "requests": {"cpu": "250m", "memory": "1Gi"},
+            "limits": {"cpu": "2", "memory": "4Gi"},
+        },
+    )
+    spec["trainer"].update(epochs=1, stepsPerEpoch=20)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def worker_lines(logs: Run, worker: int) -> list[str]:
+    prefix = f"[worker {worker}] "
+    return [line[len(prefix) :] for line in logs.out.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("layout", ["indexed", "per-worker"])
+def test_mnist_trains_on_two_workers_in_containers(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path, layout: str
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, layout)
+
+    submit = real_node.tflaunch(
+        "submit", str(spec), "--workers", "2", "--wait", "--timeout", "15m", timeout=1000
+    )
+
+    assert submit.code == 0, submit
+    assert "job mnist succeeded" in submit.out + submit.err, submit
+    status = real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json")
+    assert status.code == 0, status
+    job = json.loads(status.out)["status"]
+    assert job["state"] == "Succeeded", status.out
+    assert [(w["phase"], w["exitCode"]) for w in job["workers"]] == [("Succeeded", 0)] * 2
+    assert {w["node"] for w in job["workers"]} == {NODE_NAME}, status.out
+    progress = real_node.tflaunch("status", "mnist", "-n", namespace)
+    assert "training: epoch 1/1, step 20/20, loss " in progress.out, progress
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    assert logs.code == 0, logs
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        assert any("plan: Plan(workers=2, replicas=2" in line for line in lines), logs.out
+        assert any("epoch 1/1: loss=" in line for line in lines), logs.out
