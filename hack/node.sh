@@ -403,16 +403,18 @@ cmd_down() {
   fi
   stop_pid containerd
   stop_pid coredns
+  # Anything still in the pods' cgroups (a container whose sandbox could not be removed).
+  { cat /sys/fs/cgroup/pids/kubepods/cgroup.procs /sys/fs/cgroup/pids/kubepods/*/cgroup.procs \
+    /sys/fs/cgroup/pids/kubepods/*/*/cgroup.procs /sys/fs/cgroup/pids/kubepods/*/*/*/cgroup.procs \
+    2>/dev/null || true; } | while read -r pid; do kill -9 "$pid" 2>/dev/null || true; done
   for pid in $(node_pids); do kill -9 "$pid" 2>/dev/null || true; done
   for pid in $(node_pids); do
     for _ in $(seq 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   done
   unmount_under "$STATE"
   unmount_under /run/containerd
-  for mnt in $(awk '$2 ~ "^/(var/)?run/netns/cni-" {print $2}' /proc/self/mounts); do
-    umount -l "$mnt" 2>/dev/null || true
-    rm -f "$mnt"
-  done
+  awk '$2 ~ "^/(var/)?run/netns/cni-" {print $2}' /proc/self/mounts |
+    while read -r mnt; do umount -l "$mnt" 2>/dev/null || true; rm -f "$mnt"; done
   rm -rf /run/containerd
   # The pods' cgroups the kubelet made (empty once their processes are gone).
   for subsystem in /sys/fs/cgroup/*/; do
