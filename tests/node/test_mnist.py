@@ -126,7 +126,10 @@ def test_mnist_trains_on_two_workers_in_containers(
     assert "training: epoch 1/1, step 20/20, loss " in progress.out, progress
     logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
     assert logs.code == 0, logs
+    weights = []
     for worker in (0, 1):
         lines = worker_lines(logs, worker)
         assert any("plan: Plan(workers=2, replicas=2" in line for line in lines), logs.out
         assert any("epoch 1/1: loss=" in line for line in lines), logs.out
+        weights += [line.split("weights sha256 ")[1] for line in lines if "weights sha256 " in line]
+    assert len(weights) == 2 and weights[0] == weights[1], weights  # all-reduce kept them equal
