@@ -103,6 +103,12 @@ def worker_lines(logs: Run, worker: int) -> list[str]:
     return [line[len(prefix) :] for line in logs.out.splitlines() if line.startswith(prefix)]
 
 
+def submit(real_node: ControlPlane, spec: Path) -> Run:
+    return real_node.tflaunch(
+        "submit", str(spec), "--workers", "2", "--wait", "--timeout", "15m", timeout=1000
+    )
+
+
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("layout", ["indexed", "per-worker"])
 def test_mnist_trains_on_two_workers_in_containers(
@@ -110,12 +116,10 @@ def test_mnist_trains_on_two_workers_in_containers(
 ) -> None:
     spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, layout)
 
-    submit = real_node.tflaunch(
-        "submit", str(spec), "--workers", "2", "--wait", "--timeout", "15m", timeout=1000
-    )
+    run = submit(real_node, spec)
 
-    assert submit.code == 0, submit
-    assert "job mnist succeeded" in submit.out + submit.err, submit
+    assert run.code == 0, run
+    assert "job mnist succeeded" in run.out + run.err, run
     status = real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json")
     assert status.code == 0, status
     job = json.loads(status.out)["status"]
@@ -133,3 +137,25 @@ def test_mnist_trains_on_two_workers_in_containers(
         assert any("epoch 1/1: loss=" in line for line in lines), logs.out
         weights += [line.split("weights sha256 ")[1] for line in lines if "weights sha256 " in line]
     assert len(weights) == 2 and weights[0] == weights[1], weights  # all-reduce kept them equal
+
+
+@pytest.mark.timeout(1200)
+def test_restricted_pod_security_admits_the_workers_and_they_train(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    real_node.kubectl(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"
+    )
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+
+    run = submit(real_node, spec)
+
+    assert run.code == 0, run
+    pods = real_node.get("pods", "-n", namespace)["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded", "Succeeded"]
+    for pod in pods:  # what the kubelet and runc enforced while TensorFlow ran
+        container = pod["spec"]["containers"][0]["securityContext"]
+        assert container["readOnlyRootFilesystem"] is True
+        assert container["runAsNonRoot"] is True
+        assert pod["spec"]["securityContext"]["runAsUser"] == 10001
+        assert pod["spec"]["automountServiceAccountToken"] is False
