@@ -1,7 +1,9 @@
 """MNIST trains in containers: `tflaunch submit examples/mnist.yaml --workers 2 --wait` on the
 real node with the CPU trainer image built here (hack/images.sh), in both layouts. The two
 workers find each other through the headless Service and CoreDNS, rendezvous under
-MultiWorkerMirroredStrategy over the pod network and train with 2 replicas.
+MultiWorkerMirroredStrategy over the pod network and train with 2 replicas. The same
+image also runs under the restricted Pod Security level, and a worker whose peer never gets
+an address fails with the rendezvous exit code (75) on a real DNS miss.
 
 The archive is the one `hack/images.sh path trainer` names for the current sources, or
 TFLAUNCH_TRAINER_ARCHIVE. Without hack/images.sh these tests skip; with it but no archive they
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, ControlPlane, Run
+from tests.e2e.conftest import ROOT, ControlPlane, Run, eventually
 from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
@@ -159,3 +161,35 @@ def test_restricted_pod_security_admits_the_workers_and_they_train(
         assert container["runAsNonRoot"] is True
         assert pod["spec"]["securityContext"]["runAsUser"] == 10001
         assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+@pytest.mark.timeout(900)
+def test_a_worker_whose_peer_never_comes_up_exits_75_naming_it(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    # 1.5 CPU each on a 2-CPU node: one worker runs, its peer stays Pending (no address, so
+    # no DNS record under the headless Service).
+    document["spec"]["resources"]["requests"]["cpu"] = "1500m"
+    document["spec"]["trainer"]["rendezvousTimeoutSeconds"] = 20
+    document["spec"]["backoffLimit"] = 0
+    spec.write_text(yaml.safe_dump(document))
+
+    run = real_node.tflaunch("submit", str(spec), timeout=120)
+
+    assert run.code == 0, run
+
+    def failed() -> dict[str, Any] | None:
+        for pod in real_node.get("pods", "-n", namespace)["items"]:
+            if pod["status"].get("phase") == "Failed":
+                return pod
+        return None
+
+    pod = eventually(failed, timeout=600, what="a worker to fail")
+    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == 75, state
+    index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+    peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
+    log = real_node.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
+    assert f"peers never became reachable within 20s: {peer} (DNS: " in log, log
