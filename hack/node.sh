@@ -11,6 +11,7 @@
 #                                    (default .cluster/kubeconfig, from `make cluster-up`)
 #   hack/node.sh down                stop the node, unmount and remove everything it made
 #   hack/node.sh import ARCHIVE      import an OCI/Docker image archive into its containerd
+#   hack/node.sh crictl ARG...       crictl against its containerd (ps, logs, stop, ...)
 #   hack/node.sh smoke-image         print the path of the smoke-test image archive (busybox)
 #   hack/node.sh bin | state         print the directory of the binaries / of the node's state
 #
@@ -441,8 +442,9 @@ case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   import) [ -n "${2:-}" ] || die "usage: hack/node.sh import ARCHIVE"; import_image "$2" ;;
+  crictl) shift; exec "$BIN_DIR/crictl" --runtime-endpoint "unix://$STATE/containerd.sock" "$@" ;;
   bin) printf '%s\n' "$BIN_DIR" ;;
   state) printf '%s\n' "$STATE" ;;
   smoke-image) smoke_image ;;
-  *) die "usage: hack/node.sh build | up [KUBECONFIG] | down | import ARCHIVE | smoke-image | bin | state" ;;
+  *) die "usage: hack/node.sh build | up [KUBECONFIG] | down | import ARCHIVE | crictl ARG... | smoke-image | bin | state" ;;
 esac

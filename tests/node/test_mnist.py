@@ -3,7 +3,9 @@ real node with the CPU trainer image built here (hack/images.sh), in both layout
 workers find each other through the headless Service and CoreDNS, rendezvous under
 MultiWorkerMirroredStrategy over the pod network and train with 2 replicas. The same
 image also runs under the restricted Pod Security level, and a worker whose peer never gets
-an address fails with the rendezvous exit code (75) on a real DNS miss.
+an address fails with the rendezvous exit code (75) on a real DNS miss, and a worker whose
+container is killed makes the group restart once and resume from the checkpoint on a
+PersistentVolume on the node's disk.
 
 The archive is the one `hack/images.sh path trainer` names for the current sources, or
 TFLAUNCH_TRAINER_ARCHIVE. Without hack/images.sh these tests skip; with it but no archive they
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tarfile
 import uuid
@@ -29,6 +32,7 @@ from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
 IMAGES_SH = ROOT / "hack" / "images.sh"
+RESUMED = r"at step (?P<step>\d+) \(epoch \d+, step 0\)"
 
 
 def _archive() -> Path:
@@ -193,3 +197,77 @@ def test_a_worker_whose_peer_never_comes_up_exits_75_naming_it(
     peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
     log = real_node.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
     assert f"peers never became reachable within 20s: {peer} (DNS: " in log, log
+
+
+@pytest.fixture
+def shared_claim(real_node: ControlPlane, namespace: str) -> Iterator[str]:
+    """A PersistentVolumeClaim `checkpoints` bound to a hostPath PersistentVolume on the
+    node's disk (under its state directory), owned by the trainer's UID: the kubelet applies
+    no fsGroup to hostPath volumes."""
+    path = Path(node_sh("state")) / "volumes" / namespace
+    path.mkdir(parents=True)
+    os.chown(path, 10001, 10001)
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": namespace},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": str(path), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": "checkpoints"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "checkpoints"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": namespace,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    real_node.apply(volume)
+    real_node.apply(claim, namespace)
+    yield "checkpoints"
+    real_node.kubectl("delete", "pv", namespace, "--wait=false", check=False)
+
+
+@pytest.mark.timeout(1200)
+def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(
+    real_node: ControlPlane, trainer_image: str, namespace: str, shared_claim: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=4, stepsPerEpoch=150)
+    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    spec.write_text(yaml.safe_dump(document))
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+
+    def first_epoch_saved() -> bool:
+        logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+        return any("epoch 1/4: loss=" in line for line in worker_lines(logs, 0))
+
+    eventually(first_epoch_saved, timeout=600, interval=1, what="the first epoch's checkpoint")
+    pod = real_node.kubectl(
+        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).out  # fmt: skip
+    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
+    node_sh("crictl", "stop", "--timeout", "0", container)  # SIGKILL, as an OOM kill would
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+
+    assert wait.code == 0, wait
+    status = json.loads(real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert [w["restarts"] for w in status["status"]["workers"]] == [1, 1], status
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
+        assert len(resumed) == 1 and resumed[0] is not None, logs.out
+        assert int(resumed[0]["step"]) >= 150, logs.out  # at an epoch's end, never from scratch
