@@ -5,7 +5,8 @@ MultiWorkerMirroredStrategy over the pod network and train with 2 replicas. The 
 image also runs under the restricted Pod Security level, and a worker whose peer never gets
 an address fails with the rendezvous exit code (75) on a real DNS miss, and a worker whose
 container is killed makes the group restart once and resume from the checkpoint on a
-PersistentVolume on the node's disk.
+PersistentVolume on the node's disk; an evicted worker makes every worker save and exit 79,
+and the job resumes without using a retry.
 
 The archive is the one `hack/images.sh path trainer` names for the current sources, or
 TFLAUNCH_TRAINER_ARCHIVE. Without hack/images.sh these tests skip; with it but no archive they
@@ -271,3 +272,45 @@ def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(
         resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
         assert len(resumed) == 1 and resumed[0] is not None, logs.out
         assert int(resumed[0]["step"]) >= 150, logs.out  # at an epoch's end, never from scratch
+
+
+@pytest.mark.timeout(1200)
+def test_an_evicted_worker_makes_every_worker_save_and_the_job_resume_without_a_retry(
+    real_node: ControlPlane, trainer_image: str, namespace: str, shared_claim: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=3, stepsPerEpoch=150)
+    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    document["spec"]["backoffLimit"] = 0  # a preemption must not need a retry
+    spec.write_text(yaml.safe_dump(document))
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+
+    def training() -> bool:
+        logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+        return any("epoch 1/3: loss=" in line for line in worker_lines(logs, 0))
+
+    eventually(training, timeout=600, interval=1, what="the first epoch")
+    pod = real_node.kubectl(
+        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).out  # fmt: skip
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": namespace},
+    }
+    # What a node drain does: the kubelet sends SIGTERM, then waits out the grace period.
+    url = f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction"
+    real_node.kubectl("create", "--raw", url, "-f", "-", stdin=json.dumps(eviction))
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+
+    assert wait.code == 0, wait
+    status = json.loads(real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert status["status"]["state"] == "Succeeded", status
+    assert status["status"]["preemptions"] >= 1, status
+    step = status["status"]["resumedAtStep"]
+    assert step is not None and step > 150, status  # saved after the first epoch
+    text = real_node.tflaunch("status", "mnist", "-n", namespace).out
+    assert f"resumed at step {step}" in text and "preempted" in text, text
