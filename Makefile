@@ -54,8 +54,8 @@ TEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: test
-test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane first when Go is there)
-	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build; \
+test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane and the real node first when Go is there)
+	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build && hack/node.sh build; \
 	else echo "make test: Go not found, so tests/e2e will skip (install Go >= 1.26 to run them)"; fi
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 
@@ -322,3 +322,22 @@ cluster-down: ## Stop every process of that control plane and remove its state
 .PHONY: test-e2e
 test-e2e: install ## Only the e2e tests on the real control plane (tests/e2e)
 	$(BIN)/pytest tests/e2e
+
+# ---------------------------------------------------------------------------------------------
+# A real node beside the kwok nodes (hack/node.sh): kubelet, containerd + runc, CNI bridge and
+# CoreDNS, built from their Go modules (hack/k8s, hack/containerd, hack/cni, hack/coredns,
+# hack/crictl, hack/pause), cached in ~/.cache/tflaunch/node/<versions>/. Root, runc and
+# iptables needed (apt-get install runc iptables busybox-static). One node per machine,
+# tainted tflaunch.dev/real-node=true:NoSchedule.
+
+.PHONY: node-build
+node-build: ## Build the real node's binaries and pause image once into ~/.cache/tflaunch
+	hack/node.sh build
+
+.PHONY: node-up
+node-up: ## Join a real node (containers!) to the cluster of `make cluster-up` (root)
+	hack/node.sh up $(CLUSTER_KUBECONFIG)
+
+.PHONY: node-down
+node-down: ## Stop the real node: its pods, kubelet, containerd, CoreDNS, mounts, bridge
+	hack/node.sh down

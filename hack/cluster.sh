@@ -142,7 +142,7 @@ state_file() { printf '%s.state' "$1"; }
 PORT_LOCK="$CACHE_ROOT/ports.lock"
 
 cmd_up() {
-  local kubeconfig=${1:-$root/.cluster/kubeconfig} workdir start
+  local kubeconfig=${1:-$root/.cluster/kubeconfig} workdir start pki
   kubeconfig=$(realpath -m "$kubeconfig")
   cmd_build
   [ -e "$(state_file "$kubeconfig")" ] &&
@@ -156,6 +156,14 @@ cmd_up() {
   exec 9>>"$PORT_LOCK"
   flock -w 600 9 || die "waited 600 s for $PORT_LOCK (another cluster being created?)"
   # kwokctl reads KWOK_* variables; everything it writes stays under the work directory.
+  # A real kubelet (hack/node.sh) may join: it is authorized as a node (kwokctl sets
+  # --authorization-mode=Node,RBAC; NodeRestriction is not on by default, so it is added); the
+  # API server reaches it at its InternalIP (kwok's nodes have only a Hostname, localhost) and
+  # shows it kwokctl's admin certificate for logs and exec; kwok manages only its own nodes
+  # (those of hack/kwok/nodes.yaml, annotated kwok.x-k8s.io/node=fake), not every node.
+  # kwokctl v0.8.0 files a component's later --extra-args under the position of its first one
+  # among all the flags: each component's first flag must come in the first four, in order.
+  pki="$workdir/clusters/$CLUSTER_NAME/pki"
   # One controller-manager and one scheduler, and nothing here restarts a process that exits:
   # without leader election they ride out an API-server restart instead of exiting when they
   # cannot renew their lease (what a kubelet would restart them from on a real node).
@@ -170,6 +178,12 @@ cmd_up() {
     --config "$here/kwok/stages.yaml" --enable-crds Logs,ClusterLogs,ClusterPortForward \
     --extra-args kube-controller-manager=leader-elect=false \
     --extra-args kube-scheduler=leader-elect=false \
+    --extra-args kwok-controller=manage-all-nodes=false \
+    --extra-args kube-apiserver=enable-admission-plugins=NodeRestriction \
+    --extra-args kwok-controller=manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --extra-args "kube-apiserver=kubelet-client-certificate=$pki/admin.crt" \
+    --extra-args "kube-apiserver=kubelet-client-key=$pki/admin.key" \
+    --extra-args kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname \
     --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 9>&- ||
     { cat "$workdir/create.log" >&2; cmd_down "$kubeconfig"; die "kwokctl could not start the cluster"; }
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" apply -f "$here/kwok/nodes.yaml" >/dev/null

@@ -1,5 +1,5 @@
 """Shared test configuration. Suites: core/, local/, trainer/, cluster/, operator/, infra/, e2e/,
-image/.
+image/, node/.
 
 `make test` runs the suite on pytest-xdist workers (see docs/testing.md); the scheduler
 below decides what may run side by side on a 2-core machine.
@@ -40,15 +40,22 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+# The real node (hack/node.sh) is one per machine: every module of tests/node/ runs on one
+# xdist worker, in one unit, so that one session fixture owns it.
+NODE_SUITE = "tests/node/"
+
+
 def _rank(item: pytest.Item) -> int:
     module = _module(item.nodeid)
-    return 0 if module in TENSORFLOW_MODULES else 1 if module.startswith("tests/e2e/") else 2
+    if module in TENSORFLOW_MODULES:
+        return 0
+    return 1 if module.startswith(("tests/e2e/", NODE_SUITE)) else 2
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: the TensorFlow modules first, then the e2e ones (long waits), then
-    the quick rest, which fills the gaps at the end; the scheduler hands out modules in
-    this order."""
+    """On an xdist worker: the TensorFlow modules first, then the e2e and node ones (long
+    waits), then the quick rest, which fills the gaps at the end; the scheduler hands out
+    modules in this order."""
     if hasattr(config, "workerinput"):
         items.sort(key=_rank)  # stable: the same order on every worker, modules kept whole
 
@@ -78,6 +85,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class TensorFlowApart(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = _module(nodeid)
-            return "tensorflow" if module in TENSORFLOW_MODULES else module
+            if module in TENSORFLOW_MODULES:
+                return "tensorflow"
+            return "node" if module.startswith(NODE_SUITE) else module
 
     return TensorFlowApart(config, log)

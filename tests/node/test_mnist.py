@@ -1,0 +1,316 @@
+"""MNIST trains in containers: `tflaunch submit examples/mnist.yaml --workers 2 --wait` on the
+real node with the CPU trainer image built here (hack/images.sh), in both layouts. The two
+workers find each other through the headless Service and CoreDNS, rendezvous under
+MultiWorkerMirroredStrategy over the pod network and train with 2 replicas. The same
+image also runs under the restricted Pod Security level, and a worker whose peer never gets
+an address fails with the rendezvous exit code (75) on a real DNS miss, and a worker whose
+container is killed makes the group restart once and resume from the checkpoint on a
+PersistentVolume on the node's disk; an evicted worker makes every worker save and exit 79,
+and the job resumes without using a retry.
+
+The archive is the one `hack/images.sh path trainer` names for the current sources, or
+TFLAUNCH_TRAINER_ARCHIVE. Without hack/images.sh these tests skip; with it but no archive they
+skip outside CI and fail under CI=true."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ROOT, ControlPlane, Run, eventually
+from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+IMAGES_SH = ROOT / "hack" / "images.sh"
+RESUMED = r"at step (?P<step>\d+) \(epoch \d+, step 0\)"
+
+
+def _archive() -> Path:
+    given = os.environ.get("TFLAUNCH_TRAINER_ARCHIVE")
+    if given:
+        return Path(given)
+    if not IMAGES_SH.exists():
+        pytest.skip("node: no hack/images.sh here to build the trainer image")
+    proc = subprocess.run(
+        ["bash", str(IMAGES_SH), "path", "trainer"], capture_output=True, text=True, timeout=120
+    )
+    if proc.returncode != 0:
+        unavailable(
+            "the trainer image is not built for these sources (hack/images.sh build trainer)"
+        )
+    return Path(proc.stdout.strip())
+
+
+def image_ref(archive: Path) -> str:
+    """The reference an image archive (docker-archive or OCI) is imported under."""
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        if "manifest.json" in names:
+            member = tar.extractfile("manifest.json")
+            assert member is not None
+            return str(json.load(member)[0]["RepoTags"][0])
+        member = tar.extractfile("index.json")
+        assert member is not None
+        annotations = json.load(member)["manifests"][0]["annotations"]
+        return str(annotations["io.containerd.image.name"])
+
+
+@pytest.fixture(scope="module")
+def trainer_image(real_node: ControlPlane) -> str:
+    """The CPU trainer image, imported into the real node's containerd."""
+    archive = _archive()
+    node_sh("import", str(archive), timeout=900)
+    return image_ref(archive)
+
+
+@pytest.fixture
+def namespace(real_node: ControlPlane) -> Iterator[str]:
+    name = f"mnist-{uuid.uuid4().hex[:5]}"
+    real_node.kubectl("create", "namespace", name)
+    yield name
+    real_node.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def real_node_spec(path: Path, namespace: str, image: str, layout: str) -> Path:
+    """examples/mnist.yaml as a user points it at the real node: a local image (never
+    pulled), the node's label and taint, small requests (two workers share 2 cores), one
+    short epoch."""
+    document: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "mnist.yaml").read_text())
+    document["metadata"]["namespace"] = namespace
+    spec = document["spec"]
+    spec.update(
+        image=image,
+        imagePullPolicy="Never",
+        layout=layout,
+        nodeSelector={REAL_NODE: "true"},
+        tolerations=[{"key": REAL_NODE, "operator": "Exists", "effect": "NoSchedule"}],
+        resources={
+            "requests": {"cpu": "250m", "memory": "1Gi"},
+            "limits": {"cpu": "2", "memory": "4Gi"},
+        },
+    )
+    spec["trainer"].update(epochs=1, stepsPerEpoch=20)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def worker_lines(logs: Run, worker: int) -> list[str]:
+    prefix = f"[worker {worker}] "
+    return [line[len(prefix) :] for line in logs.out.splitlines() if line.startswith(prefix)]
+
+
+def submit(real_node: ControlPlane, spec: Path) -> Run:
+    return real_node.tflaunch(
+        "submit", str(spec), "--workers", "2", "--wait", "--timeout", "15m", timeout=1000
+    )
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("layout", ["indexed", "per-worker"])
+def test_mnist_trains_on_two_workers_in_containers(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path, layout: str
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, layout)
+
+    run = submit(real_node, spec)
+
+    assert run.code == 0, run
+    assert "job mnist succeeded" in run.out + run.err, run
+    status = real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json")
+    assert status.code == 0, status
+    job = json.loads(status.out)["status"]
+    assert job["state"] == "Succeeded", status.out
+    assert [(w["phase"], w["exitCode"]) for w in job["workers"]] == [("Succeeded", 0)] * 2
+    assert {w["node"] for w in job["workers"]} == {NODE_NAME}, status.out
+    progress = real_node.tflaunch("status", "mnist", "-n", namespace)
+    assert "training: epoch 1/1, step 20/20, loss " in progress.out, progress
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    assert logs.code == 0, logs
+    weights = []
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        assert any("plan: Plan(workers=2, replicas=2" in line for line in lines), logs.out
+        assert any("epoch 1/1: loss=" in line for line in lines), logs.out
+        weights += [line.split("weights sha256 ")[1] for line in lines if "weights sha256 " in line]
+    assert len(weights) == 2 and weights[0] == weights[1], weights  # all-reduce kept them equal
+
+
+@pytest.mark.timeout(1200)
+def test_restricted_pod_security_admits_the_workers_and_they_train(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    real_node.kubectl(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"
+    )
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+
+    run = submit(real_node, spec)
+
+    assert run.code == 0, run
+    pods = real_node.get("pods", "-n", namespace)["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded", "Succeeded"]
+    for pod in pods:  # what the kubelet and runc enforced while TensorFlow ran
+        container = pod["spec"]["containers"][0]["securityContext"]
+        assert container["readOnlyRootFilesystem"] is True
+        assert container["runAsNonRoot"] is True
+        assert pod["spec"]["securityContext"]["runAsUser"] == 10001
+        assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+@pytest.mark.timeout(900)
+def test_a_worker_whose_peer_never_comes_up_exits_75_naming_it(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    # 1.5 CPU each on a 2-CPU node: one worker runs, its peer stays Pending (no address, so
+    # no DNS record under the headless Service).
+    document["spec"]["resources"]["requests"]["cpu"] = "1500m"
+    document["spec"]["trainer"]["rendezvousTimeoutSeconds"] = 20
+    document["spec"]["backoffLimit"] = 0
+    spec.write_text(yaml.safe_dump(document))
+
+    run = real_node.tflaunch("submit", str(spec), timeout=120)
+
+    assert run.code == 0, run
+
+    def failed() -> dict[str, Any] | None:
+        for pod in real_node.get("pods", "-n", namespace)["items"]:
+            if pod["status"].get("phase") == "Failed":
+                return pod
+        return None
+
+    pod = eventually(failed, timeout=600, what="a worker to fail")
+    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == 75, state
+    index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+    peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
+    log = real_node.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
+    assert f"peers never became reachable within 20s: {peer} (DNS: " in log, log
+
+
+@pytest.fixture
+def shared_claim(real_node: ControlPlane, namespace: str) -> Iterator[str]:
+    """A PersistentVolumeClaim `checkpoints` bound to a hostPath PersistentVolume on the
+    node's disk (under its state directory), owned by the trainer's UID: the kubelet applies
+    no fsGroup to hostPath volumes."""
+    path = Path(node_sh("state")) / "volumes" / namespace
+    path.mkdir(parents=True)
+    os.chown(path, 10001, 10001)
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": namespace},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": str(path), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": "checkpoints"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "checkpoints"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": namespace,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    real_node.apply(volume)
+    real_node.apply(claim, namespace)
+    yield "checkpoints"
+    real_node.kubectl("delete", "pv", namespace, "--wait=false", check=False)
+
+
+@pytest.mark.timeout(1200)
+def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(
+    real_node: ControlPlane, trainer_image: str, namespace: str, shared_claim: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=4, stepsPerEpoch=150)
+    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    spec.write_text(yaml.safe_dump(document))
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+
+    def first_epoch_saved() -> bool:
+        logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+        return any("epoch 1/4: loss=" in line for line in worker_lines(logs, 0))
+
+    eventually(first_epoch_saved, timeout=600, interval=1, what="the first epoch's checkpoint")
+    pod = real_node.kubectl(
+        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).out  # fmt: skip
+    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
+    node_sh("crictl", "stop", "--timeout", "0", container)  # SIGKILL, as an OOM kill would
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+
+    assert wait.code == 0, wait
+    status = json.loads(real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert [w["restarts"] for w in status["status"]["workers"]] == [1, 1], status
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
+        assert len(resumed) == 1 and resumed[0] is not None, logs.out
+        assert int(resumed[0]["step"]) >= 150, logs.out  # at an epoch's end, never from scratch
+
+
+@pytest.mark.timeout(1200)
+def test_an_evicted_worker_makes_every_worker_save_and_the_job_resume_without_a_retry(
+    real_node: ControlPlane, trainer_image: str, namespace: str, shared_claim: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=3, stepsPerEpoch=150)
+    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    document["spec"]["backoffLimit"] = 0  # a preemption must not need a retry
+    spec.write_text(yaml.safe_dump(document))
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+
+    def training() -> bool:
+        logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+        return any("epoch 1/3: loss=" in line for line in worker_lines(logs, 0))
+
+    eventually(training, timeout=600, interval=1, what="the first epoch")
+    pod = real_node.kubectl(
+        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).out  # fmt: skip
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": namespace},
+    }
+    # What a node drain does: the kubelet sends SIGTERM, then waits out the grace period.
+    url = f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction"
+    real_node.kubectl("create", "--raw", url, "-f", "-", stdin=json.dumps(eviction))
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+
+    assert wait.code == 0, wait
+    status = json.loads(real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert status["status"]["state"] == "Succeeded", status
+    assert status["status"]["preemptions"] >= 1, status
+    step = status["status"]["resumedAtStep"]
+    assert step is not None and step > 150, status  # saved after the first epoch
+    text = real_node.tflaunch("status", "mnist", "-n", namespace).out
+    assert f"resumed at step {step}" in text and "preempted" in text, text
