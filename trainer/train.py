@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -220,6 +221,31 @@ class FitPhases(keras.callbacks.Callback):  # type: ignore[misc]
             into.add(name, (end[0] - start[0]) - (end[1] - start[1]))
 
 
+KEPT_ALIVE: list[Any] = []
+"""Keras' training iterators, never freed: `python -m trainer` ends with os._exit."""
+
+
+class KeepTrainingIterator(keras.callbacks.Callback):  # type: ignore[misc]
+    """Keeps `fit`'s training iterator alive after `fit` returns, until the process exits.
+
+    tf-keras frees it when `fit`'s frame ends, and that destructor (tf.data's iterator
+    waiting on its background thread) intermittently blocked one worker for 4-10 s while its
+    peers waited in the next collective, the export: issue 26's end-of-fit stall, seen in
+    `phases.fit_end` after every callback's `on_train_end` had returned. tf-keras keeps the
+    iterator in `fit`'s local `iterator` (and its DataHandler in `data_handler`).
+    """
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        frame = sys._getframe(1)
+        while frame is not None:
+            names = frame.f_locals
+            if frame.f_code.co_name == "fit" and "data_handler" in names:
+                KEPT_ALIVE.append((names.get("iterator"), names["data_handler"]))
+                return
+            frame = frame.f_back  # type: ignore[assignment]
+        log.debug("fit's training iterator not found: it is freed when fit returns")
+
+
 def epoch_record(logs: Mapping[str, Any], restart: int) -> dict[str, float]:
     """One epoch of the history: train loss/accuracy, test ones when evaluated (`val_*`
     from `summaries.EpochEvaluation`), and the restart that ran it (restarts marked in
@@ -397,6 +423,7 @@ def run(
         # The chief's TFLAUNCH_PROGRESS lines (tflaunch local's bar, the operator's status).
         progress.ProgressCallback(plan.global_batch_size, chief=cluster.is_chief),
         *([tensorboard] if tensorboard is not None else []),
+        KeepTrainingIterator(),
         fit_phases,  # last: each step's end, after every other callback's work
     ]
     timings.add("setup", time.monotonic() - setup_started)

@@ -288,3 +288,16 @@ def test_stopping_the_handler_does_not_wait_out_the_polling_threads_sleep(
         poller.join(30)
         stopper.join(30)
     assert not poller.is_alive()
+
+
+@pytest.mark.tf
+def test_fits_training_iterator_outlives_fit(tmp_path: Path) -> None:
+    """Freeing it when fit returns blocked a worker for 4-10 s now and then (issue 26)."""
+    import tensorflow as tf
+
+    kept = len(train.KEPT_ALIVE)
+    _fit(tmp_path, "epoch", [train.KeepTrainingIterator()])
+    assert len(train.KEPT_ALIVE) == kept + 1
+    iterator, handler = train.KEPT_ALIVE[-1]
+    assert isinstance(iterator, tf.data.Iterator), iterator
+    assert handler is not None
