@@ -102,6 +102,7 @@ def run_once(tree: Path, data: Path, workdir: Path, args: argparse.Namespace) ->
         "gap": end_of_fit_gap(logs),
         "fit_end": max((float(m[1]) for m in FIT_END.finditer(logs)), default=None),
         "load": before,
+        "phases": result.get("phases"),
     }
 
 
