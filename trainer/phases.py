@@ -11,8 +11,8 @@ Seconds per phase, disjoint, in the order they happen:
 * `fit`: the first execution's end -> the last one's, less the epoch-end evaluations.
 * `fit_end`: the last execution's end -> `fit` returned, less the last epoch's evaluation:
   the epoch-end callbacks, `on_train_end` (the backup's removal, the preemption handler's
-  threads) and Keras' teardown of its iterator. Normally a fraction of a second; a stall
-  here is the "~5 s at the end of fit" of issue 26, and `bench/bench_compare.py` prints it.
+  threads) and what tf-keras frees when fit returns. Normally a fraction of a second; a stall
+  here is the "~5 s at the end of fit" of issue 26: `make bench-compare` counts them.
 * `evaluate`: every test evaluation (each epoch's end, and a final one if it ran).
 * `export`: the SavedModel written (every worker takes part).
 * `total`: the trainer's modules loaded -> the result ready. It is at least the sum of the

@@ -93,7 +93,8 @@ def test_two_workers_train_in_sync_and_the_chief_publishes_the_result(synced_run
 def test_the_result_says_where_the_time_went(synced_run: Run) -> None:
     """result.json's `phases` (trainer/phases.py): every phase measured by the trainer, the
     disjoint ones adding up to no more than the trainer's `total`, which is no more than the
-    process lived. No bound on any phase: speed is bench/'s (bench_compare prints fit_end)."""
+    process lived. No bound on any phase: speed is bench/'s (bench/compare.py
+    counts fit_end stalls)."""
     chief = synced_run.workers[0]
     lived = time.monotonic() - chief.started  # the process has exited by now
     phases = chief.result()["phases"]
