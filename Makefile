@@ -100,6 +100,11 @@ bench: install ## Run every benchmark (short; FULL=1 the long ones), each rewrit
 	$(BENCH_ENV) $(BIN)/python bench/bench_cluster.py
 	$(BENCH_ENV) $(BIN)/python bench/bench_operator.py --write-docs
 
+.PHONY: bench-compare
+bench-compare: install ## Training speed of REF's code vs HEAD's, alternating in one run: make bench-compare REF=e582a42 [RUNS=4]
+	@test -n "$(REF)" || { echo "make bench-compare: REF is required, e.g. make bench-compare REF=e582a42" >&2; exit 2; }
+	$(BIN)/python bench/compare.py --ref $(REF) --runs $(or $(RUNS),4)
+
 .PHONY: crd
 crd: install ## Regenerate manifests/operator/crd.yaml from the spec model (a test fails when stale)
 	$(BIN)/python -m launcher.operator.crd > manifests/operator/crd.yaml.tmp

@@ -1,9 +1,10 @@
 """Entry point of `python -m trainer`.
 
 Nothing here (or in what it imports at module level) may import TensorFlow: `main()`
-sets TF_USE_LEGACY_KERAS=1 first. On failure the process exits with `os._exit` once TF
-is loaded: TensorFlow's teardown can block on a dead peer, and a worker that hangs on
-its way out is exactly the "one worker dies and the rest hang" failure.
+sets TF_USE_LEGACY_KERAS=1 first. Once TF is loaded the process exits with `os._exit`:
+TensorFlow's teardown can block on a dead peer, and a worker that hangs on its way out is
+exactly the "one worker dies and the rest hang" failure; after a success, what is left
+(e.g. fit's training iterator, kept alive by `train.KeepTrainingIterator`) is never freed.
 """
 
 import logging
@@ -14,7 +15,7 @@ from trainer.main import main
 
 
 def _exit(code: int) -> None:
-    if code and "tensorflow" in sys.modules:
+    if "tensorflow" in sys.modules:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

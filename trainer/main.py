@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 
 from launcher.core import contract
-from trainer import data, logs, preflight
+from trainer import data, logs, phases, preflight
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import ConfigError, TrainerError
 from trainer.plan import Plan
@@ -81,12 +81,15 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     mnist = data.load_mnist(config.data).limited(
         config.max_train_examples, config.max_test_examples
     )
-    gpus = preflight.check_devices(config.expect_gpus, cluster.label)
+    timings = phases.Phases()
+    with timings.measure("import"):  # check_devices imports TensorFlow
+        gpus = preflight.check_devices(config.expect_gpus, cluster.label)
     plan = make_plan(config, cluster, mnist, gpus)
     log.info("plan: %s", plan)
 
-    from trainer import train  # imports TensorFlow; the environment is ready by now
-    from trainer.watchdog import Watchdog
+    with timings.measure("import"):
+        from trainer import train  # imports TensorFlow; the environment is ready by now
+        from trainer.watchdog import Watchdog
 
     train.configure_threads(plan.threads)
     preflight.rendezvous(cluster, config.rendezvous_timeout)
@@ -98,7 +101,9 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
             "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
         )
     watchdog = Watchdog()
-    result = train.run(config, cluster, mnist, plan, checkpoint_dir, watchdog, restarts)
+    result = train.run(config, cluster, mnist, plan, checkpoint_dir, watchdog, restarts, timings)
+    result["phases"] = timings.as_dict()
+    log.info("phases: %s", phases.describe(result["phases"]))
     watchdog.stop()
     if not config.checkpoint_dir:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)

@@ -15,16 +15,17 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
 import tf_keras as keras
 
 from launcher.core import contract
-from trainer import data, evaluate, heartbeat, precision, preemption, progress, summaries
+from trainer import data, evaluate, heartbeat, phases, precision, preemption, progress, summaries
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
@@ -179,6 +180,72 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
             _write_json(self._history_path, self._history)
 
 
+class FitPhases(keras.callbacks.Callback):  # type: ignore[misc]
+    """Splits `fit`'s wall time into `first_step`, `fit` and `fit_end` (trainer.phases).
+
+    The epoch-end evaluations run inside `fit`; they are `evaluate`'s, so each part leaves
+    out what `evaluation_seconds` (EpochEvaluation's running total) grew by meanwhile.
+    """
+
+    def __init__(self, evaluation_seconds: Callable[[], float]) -> None:
+        super().__init__()
+        self._supports_tf_logs = True  # no host sync: the step has returned by the hook
+        self._evaluation_seconds = evaluation_seconds
+        self._called: tuple[float, float] | None = None
+        self._first: tuple[float, float] | None = None
+        self._last: tuple[float, float] | None = None
+
+    def _mark(self) -> tuple[float, float]:
+        return time.monotonic(), self._evaluation_seconds()
+
+    def fit_called(self) -> None:
+        """Just before `model.fit`."""
+        self._called = self._mark()
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._last = self._mark()
+        if self._first is None:
+            self._first = self._last
+
+    def fit_returned(self, into: phases.Phases) -> None:
+        """Just after `model.fit`: add the three parts into `into`."""
+        returned = self._mark()
+        called = self._called or returned
+        first = self._first or returned  # no step ran (resumed after the last one)
+        last = self._last or returned
+        for name, (start, end) in (
+            ("first_step", (called, first)),
+            ("fit", (first, last)),
+            ("fit_end", (last, returned)),
+        ):
+            into.add(name, (end[0] - start[0]) - (end[1] - start[1]))
+
+
+KEPT_ALIVE: list[Any] = []
+"""Keras' training iterators, never freed: `python -m trainer` ends with os._exit."""
+
+
+class KeepTrainingIterator(keras.callbacks.Callback):  # type: ignore[misc]
+    """Keeps `fit`'s training iterator alive after `fit` returns, until the process exits.
+
+    tf-keras frees it when `fit`'s frame ends, and that destructor (tf.data's iterator
+    waiting on its background thread) intermittently blocked one worker for 4-10 s while its
+    peers waited in the next collective, the export: issue 26's end-of-fit stall, seen in
+    `phases.fit_end` after every callback's `on_train_end` had returned. tf-keras keeps the
+    iterator in `fit`'s local `iterator` (and its DataHandler in `data_handler`).
+    """
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        frame = sys._getframe(1)
+        while frame is not None:
+            names = frame.f_locals
+            if frame.f_code.co_name == "fit" and "data_handler" in names:
+                KEPT_ALIVE.append((names.get("iterator"), names["data_handler"]))
+                return
+            frame = frame.f_back  # type: ignore[assignment]
+        log.debug("fit's training iterator not found: it is freed when fit returns")
+
+
 def epoch_record(logs: Mapping[str, Any], restart: int) -> dict[str, float]:
     """One epoch of the history: train loss/accuracy, test ones when evaluated (`val_*`
     from `summaries.EpochEvaluation`), and the restart that ran it (restarts marked in
@@ -278,12 +345,16 @@ def run(
     checkpoint_dir: str,
     watchdog: Watchdog,
     restarts: int,
+    timings: phases.Phases | None = None,
 ) -> dict[str, Any]:
     """Train, evaluate and export; return the result every worker computed.
+
+    `timings` receives every phase from `strategy` to `export` (trainer.phases).
 
     Raises:
         TransientError: a peer failed during training, evaluation or export.
     """
+    timings = timings or phases.Phases()
     model_lib.require_tf_keras()
     tf.keras.utils.set_random_seed(config.seed)
     watchdog.arm("cluster start", config.rendezvous_timeout, contract.EXIT_RENDEZVOUS_TIMEOUT)
@@ -291,6 +362,8 @@ def run(
     heartbeat.configure(plan.workers, config.heartbeat_timeout)
     strategy = make_strategy(plan.gpus_per_worker, config.collective_timeout)
     log.info("strategy ready in %.1fs", time.monotonic() - started)
+    timings.add("strategy", time.monotonic() - started)
+    setup_started = time.monotonic()
     watchdog.disarm()
     if strategy.num_replicas_in_sync != plan.replicas:
         raise ConfigError(
@@ -331,6 +404,7 @@ def run(
         if cluster.is_chief and config.tensorboard_dir and summaries.tensorboard_installed()
         else None
     )
+    fit_phases = FitPhases(lambda: epoch_eval.seconds)
     callbacks = [
         epoch_eval,
         ProgressCallback(
@@ -349,11 +423,15 @@ def run(
         # The chief's TFLAUNCH_PROGRESS lines (tflaunch local's bar, the operator's status).
         progress.ProgressCallback(plan.global_batch_size, chief=cluster.is_chief),
         *([tensorboard] if tensorboard is not None else []),
+        KeepTrainingIterator(),
+        fit_phases,  # last: each step's end, after every other callback's work
     ]
+    timings.add("setup", time.monotonic() - setup_started)
 
     watchdog.arm("training", config.stall_timeout)
     try:
         started = time.monotonic()
+        fit_phases.fit_called()
         model.fit(
             train,
             epochs=config.epochs,
@@ -361,6 +439,7 @@ def run(
             callbacks=callbacks,
             verbose=0,
         )
+        fit_phases.fit_returned(timings)
         fit_seconds = max(time.monotonic() - started - epoch_eval.seconds, 1e-6)
     except TRANSIENT_TF_ERRORS as e:
         raise _transient("training", e) from None
@@ -372,7 +451,9 @@ def run(
         )  # the last epoch's evaluation is the final one: same weights
         watchdog.arm("export", config.stall_timeout)
         exported = time.monotonic()
+        timings.add("evaluate", epoch_eval.seconds + exported - started)
         export_model(model, config.model_dir, cluster.is_chief)
+        timings.add("export", time.monotonic() - exported)
         log.info(
             "evaluated in %.1fs, exported in %.1fs", exported - started, time.monotonic() - exported
         )

@@ -164,6 +164,19 @@ def local_command(
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
         f"-> {runner.LocalPaths(workdir).result_file}"
     )
+    phases = result.get("phases")
+    if verbose and isinstance(phases, dict) and phases:
+        click.echo(f"tflaunch: {job.name}: chief's phases: {phase_line(phases)}")
+
+
+def phase_line(phases: dict[str, object]) -> str:
+    """result.json's `phases` in one line, in the order they happen:
+    `import 5.1s, strategy 0.9s, ..., total 21.3s`."""
+    return ", ".join(
+        f"{name} {phases[name]:.1f}s"
+        for name in (*contract.RESULT_PHASES, "total")
+        if isinstance(phases.get(name), (int, float))
+    )
 
 
 def program_warnings(job: MultiWorkerJob, env: Mapping[str, str]) -> list[str]:

@@ -80,6 +80,18 @@ pod's terminated state (`state.terminated.message`), where the operator reads it
 
 RESULT_FILE = "result.json"
 RESULT_LINE_PREFIX = "TFLAUNCH_RESULT "
+RESULT_PHASES = (
+    "import",
+    "strategy",
+    "setup",
+    "first_step",
+    "fit",
+    "fit_end",
+    "evaluate",
+    "export",
+)
+"""The result's `phases` (trainer/phases.py), disjoint, in the order they happen; `total`
+comes after them."""
 """The chief prints its result as one line `TFLAUNCH_RESULT {json}`, so `tflaunch logs`,
 `wait` and `make kind-test` can find it in the pod logs."""
 

@@ -90,6 +90,26 @@ def test_two_workers_train_in_sync_and_the_chief_publishes_the_result(synced_run
         assert f"[worker {index}/2] INFO epoch 2/2: loss=" in worker.stderr
 
 
+def test_the_result_says_where_the_time_went(synced_run: Run) -> None:
+    """result.json's `phases` (trainer/phases.py): every phase measured by the trainer, the
+    disjoint ones adding up to no more than the trainer's `total`, which is no more than the
+    process lived. No bound on any phase: speed is bench/'s (bench/compare.py
+    counts fit_end stalls)."""
+    chief = synced_run.workers[0]
+    lived = time.monotonic() - chief.started  # the process has exited by now
+    phases = chief.result()["phases"]
+    assert isinstance(phases, dict)
+    assert set(phases) == {*contract.RESULT_PHASES, "total"}
+    assert all(isinstance(s, float) and s >= 0 for s in phases.values()), phases
+    assert phases["first_step"] > 0 and phases["fit"] > 0 and phases["export"] > 0, phases
+    measured = sum(phases[name] for name in contract.RESULT_PHASES)
+    assert measured <= phases["total"] + 0.01 <= lived + 0.01, (phases, lived)
+    # fit_seconds (fit's wall time less its evaluations) is the three parts of fit.
+    fit_parts = phases["first_step"] + phases["fit"] + phases["fit_end"]
+    assert fit_parts == pytest.approx(chief.result()["fit_seconds"], abs=0.01)
+    assert "INFO phases: import " in chief.stderr
+
+
 def straightforward_scores(model_dir: Path, mnist_npz: Path, count: int) -> tuple[float, float]:
     """Accuracy and mean loss of the exported model on the first `count` test images,
     computed in one plain (undistributed) pass."""
