@@ -30,10 +30,16 @@ def test_a_gpu_multiworkerjob_runs_on_the_gpu_nodes_to_succeeded(
     control_plane: ControlPlane, operator: Operator, namespace: str
 ) -> None:
     cp = control_plane
+    # The first test of the module: the operator process may still be starting (a loaded
+    # CI machine took over 120 s once), so wait for it before timing the job.
+    eventually(operator.serving_metrics, what="the operator's /metrics", timeout=180)
     cp.apply(_mwj("g1", namespace, pod_hooks(run_for="3s"), gpusPerWorker=1))
-    status = eventually(
-        _phase_is(cp, "g1", namespace, "Succeeded"), what="phase Succeeded", timeout=120
-    )
+    try:
+        status = eventually(
+            _phase_is(cp, "g1", namespace, "Succeeded"), what="phase Succeeded", timeout=180
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}\noperator log (tail):\n{operator.log()[-4000:]}") from None
     assert status.get("restarts", 0) == 0, status
     (job,) = cp.get("jobs", "-n", namespace)["items"]
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
