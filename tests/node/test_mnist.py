@@ -223,8 +223,11 @@ def test_the_two_file_tutorial_layout_trains_on_two_workers_in_containers(
     (config_map,) = real_node.get(
         "configmaps", "-n", namespace, "-l", "tflaunch.dev/job-name=tutorial"
     )["items"]
-    items = mounted(real_node, namespace, "tutorial")
-    carried = {item["path"]: config_map["data"][item["key"]] for item in items}
+    pod = real_node.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=tutorial")["items"][0]
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "script")["configMap"]
+    assert volume["name"] == config_map["metadata"]["name"]
+    paths = {i["key"]: i["path"] for i in volume.get("items", [])}  # keys that cannot be paths
+    carried = {paths.get(key, key): text for key, text in config_map["data"].items()}
     assert carried == {
         name: (TUTORIAL_LAYOUT / name).read_text() for name in ("main.py", "mnist_setup.py")
     }
@@ -235,14 +238,6 @@ def test_the_two_file_tutorial_layout_trains_on_two_workers_in_containers(
     chief = worker_lines(logs, 0)
     assert "Epoch 2/2" in chief, logs.out
     assert any(re.match(r"8/8 \[=+\]", line) for line in chief), logs.out  # its progress bar
-
-
-def mounted(real_node: ControlPlane, namespace: str, job: str) -> list[dict[str, str]]:
-    """The ConfigMap items the job's first pod mounts as its script directory."""
-    pod = real_node.get("pods", "-n", namespace, "-l", f"tflaunch.dev/job-name={job}")["items"][0]
-    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "script")
-    items: list[dict[str, str]] = volume["configMap"]["items"]
-    return items
 
 
 @pytest.mark.timeout(1200)
