@@ -30,6 +30,7 @@ import datetime
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -49,6 +50,7 @@ HACK = ROOT / "hack"
 TFLAUNCH = Path(sys.executable).parent / "tflaunch"
 REAL_NODE = "tflaunch.dev/real-node"
 INDEX = "batch.kubernetes.io/job-completion-index"
+RESUMED = r"resuming from the backup.* at step (?P<step>\d+)"
 T = TypeVar("T")
 
 
@@ -128,7 +130,7 @@ def spec(path: Path, namespace: str, image: str, epochs: int, steps: int, claim:
 def timestamp(text: str) -> float:
     """containerd's RFC 3339 timestamp (nanoseconds) as seconds since the epoch."""
     day, _, fraction = text.rstrip("Z").partition(".")
-    moment = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.UTC)
+    moment = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.timezone.utc)
     return moment.timestamp() + float(f"0.{fraction or 0}")
 
 
@@ -171,7 +173,12 @@ def follow(cluster: Cluster, namespace: str, since: float, seen: set[str]) -> di
 
     up = until(lambda: time.time() if running(new(), 2) else None, "all workers Running")
     name = until(lambda: chief(new()), "the chief")
-    first = until(lambda: (progress_lines(cluster, namespace, name) or [None])[0], "a step")[0]
+
+    def first_step() -> float | None:
+        lines = progress_lines(cluster, namespace, name)
+        return lines[0][0] if lines else None
+
+    first = until(first_step, "a step")
 
     def done() -> float | None:
         pods = new()
@@ -181,7 +188,12 @@ def follow(cluster: Cluster, namespace: str, since: float, seen: set[str]) -> di
         return time.time() if phases.count("Succeeded") == 2 else None
 
     end = until(done, "Succeeded")
-    return {"running": up - since, "first_step": first - since, "succeeded": end - since}
+    created = min(timestamp(p["metadata"]["creationTimestamp"]) for p in new())
+    times = {"created": created - since, "running": up - since, "first_step": first - since}
+    resumed = re.search(RESUMED, cluster.kubectl("logs", name, "-n", namespace))
+    if resumed:
+        times["resumed_at_step"] = float(resumed["step"])
+    return {**times, "succeeded": end - since}
 
 
 def run_job(cluster: Cluster, namespace: str, job_spec: Path) -> dict[str, float]:
@@ -225,6 +237,10 @@ def kill_run(cluster: Cluster, namespace: str, job_spec: Path, steps: int) -> di
 
     def epoch_done() -> list[dict[str, Any]] | None:
         pods = cluster.pods(namespace)
+        for pod in pods:
+            if pod["status"].get("phase") == "Failed":  # before the kill: say why, stop
+                log = cluster.kubectl("logs", pod["metadata"]["name"], "-n", namespace)
+                raise SystemExit(f"{pod['metadata']['name']} failed:\n{log[-2000:]}")
         name = chief(pods)
         lines = progress_lines(cluster, namespace, name) if name else []
         return pods if any(p["epoch"] == 1 and p["step"] == steps for _, p in lines) else None
@@ -238,16 +254,22 @@ def kill_run(cluster: Cluster, namespace: str, job_spec: Path, steps: int) -> di
     times = follow(cluster, namespace, killed, {p["metadata"]["uid"] for p in pods})
     status = json.loads(cluster.tflaunch("status", "mnist", "-n", namespace, "-o", "json").stdout)
     times["restarts"] = float(max(w["restarts"] for w in status["status"]["workers"]))
-    times["resumed_at_step"] = float(status["status"].get("resumedAtStep") or -1)
     return times
 
 
-def local_run(job_spec: Path, workdir: Path) -> dict[str, float]:
+def image_data(archive: Path) -> Path | None:
+    """The image's /opt/tflaunch/mnist.npz, from the bundle `hack/images.sh run` unpacked."""
+    found = archive.parent / "bundles" / archive.stem / "rootfs" / "opt" / "tflaunch" / "mnist.npz"
+    return found if found.exists() else None
+
+
+def local_run(job_spec: Path, workdir: Path, data: Path | None) -> dict[str, float]:
     """`tflaunch local` on the same spec: start -> worker 0's first progress line -> done."""
     log = workdir / "logs" / "worker-0.log"
     start = time.time()
     proc = subprocess.Popen(
-        [str(TFLAUNCH), "local", str(job_spec), "--workdir", str(workdir)],
+        [str(TFLAUNCH), "local", str(job_spec), "--workdir", str(workdir),
+         *(["--data", str(data)] if data else [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     first = None
@@ -266,20 +288,27 @@ def markdown(results: dict[str, Any]) -> str:
         return f"{run[key]:.1f} s" if key in run else "-"
 
     rows = [
-        "| run | all workers Running | first step | Succeeded / done | load before |",
-        "| --- | ---: | ---: | ---: | --- |",
+        "| run | pods created | all workers Running | first step | Succeeded / done | resumed at step | load before |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for label, run in results["runs"]:
+        step = f"{run['resumed_at_step']:.0f}" if "resumed_at_step" in run else "-"
         rows.append(
-            f"| {label} | {cell(run, 'running')} | {cell(run, 'first_step')} "
-            f"| {cell(run, 'succeeded')} | {run['load']} |"
+            f"| {label} | {cell(run, 'created')} | {cell(run, 'running')} "
+            f"| {cell(run, 'first_step')} | {cell(run, 'succeeded')} | {step} | {run['load']} |"
         )
+    data = results["local_data"]
+    local_data = (
+        "the image's own mnist.npz (from its unpacked bundle)" if data else "its default data"
+    )
     return (
         f"Machine: {machine()}. Workload: examples/mnist.yaml, 2 workers, indexed layout, "
         f"{results['epochs']} epoch(s) of {results['steps']} steps (the kill run: "
         f"{results['kill_epochs']} epochs, checkpoints on a hostPath PersistentVolume). "
         f"Node start (`hack/node.sh up`): {results['node_up']:.1f} s; image import into "
-        f"containerd: {results['import']:.1f} s.\n\n" + "\n".join(rows) + "\n"
+        f"containerd: {results['import']:.1f} s. `tflaunch local` trains on {local_data}. "
+        f"Times from `submit` (pods created: the API's creationTimestamp, whole seconds; the "
+        f"kill run: from the kill).\n\n" + "\n".join(rows) + "\n"
     )
 
 
@@ -294,6 +323,7 @@ def main() -> None:
     image = image_ref(archive)
     cache = Path(sh("cluster.sh", "port-lock")).parent
     results: dict[str, Any] = {"epochs": args.epochs, "steps": args.steps, "kill_epochs": 3}
+    results["local_data"] = image_data(archive)
     runs: list[tuple[str, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory() as tmp, open(cache / "node.lock", "a") as lock:
         print("waiting for the node lock ...", flush=True)
@@ -345,12 +375,11 @@ def main() -> None:
             job = spec(Path(tmp) / "local.yaml", "default", image, args.epochs, args.steps)
             before = load()
             workdir = Path(tmp) / f"local-{repeat}"
-            runs.append(
-                (f"`tflaunch local` #{repeat + 1}", {**local_run(job, workdir), "load": before})
-            )
+            local = local_run(job, workdir, results["local_data"])
+            runs.append((f"`tflaunch local` #{repeat + 1}", {**local, "load": before}))
             print(runs[-1], flush=True)
     results["runs"] = runs
-    print(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1, default=str))
     publish(
         "node", "MNIST on real pods (bench/node_pods.py)", markdown(results), write=args.write_docs
     )
