@@ -255,12 +255,14 @@ build_one() {
   # Named as Docker and containerd name `image: tflaunch-trainer:...` in a pod spec.
   buildah_ push --quiet "docker.io/library/$ref" "docker-archive:$tmp:docker.io/library/$ref" >&2
   mv "$tmp" "$archive"
-  # Keep one archive per image: the previous inputs' archives are of no further use.
+  # Keep the newest KEEP_ARCHIVES archives per image (default 3): older inputs' archives are
+  # of no further use, but two checkouts of different sources (a CI clone beside a work
+  # tree) must not delete each other's archive between its build and its tests.
   local old
-  for old in "${archive%-*}"-*.tar; do
-    [[ "$old" == "$archive" ]] && continue
+  while read -r old; do
     rm -rf "$old" "$IMAGES_DIR/bundles/$(basename "${old%.tar}")"
-  done
+  done < <(find "$IMAGES_DIR" -maxdepth 1 -name "$(basename "${archive%-*}")-*.tar" -printf '%T@ %p\n' |
+    sort -rn | tail -n +"$((${KEEP_ARCHIVES:-3} + 1))" | cut -d' ' -f2-)
   prune_storage
   log "$ref: built ($archive, $(du -h "$archive" | cut -f1))"
   echo "$ref $archive"
