@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import socket
 import threading
 import time
@@ -491,7 +492,9 @@ def check_writable(directory: str | None, label: str, what: str = "checkpoint di
     """
     if not directory:
         return
-    probe = os.path.join(directory, f".tflaunch-write-check-{os.getpid()}")
+    # Not the PID alone: every pod has its own PID namespace, so the workers sharing a volume
+    # have the same PID, and one would remove the other's probe between its write and remove.
+    probe = os.path.join(directory, f".tflaunch-write-check-{os.getpid()}-{secrets.token_hex(8)}")
     try:
         os.makedirs(directory, exist_ok=True)
         with open(probe, "w", encoding="utf-8") as f:

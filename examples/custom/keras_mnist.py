@@ -98,6 +98,7 @@ def main():
     task = tf_config.get("task", {"type": "worker", "index": 0})
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    print(f"replicas in sync: {strategy.num_replicas_in_sync}", flush=True)
     global_batch_size = args.per_worker_batch_size * num_workers
     multi_worker_dataset = mnist_dataset(global_batch_size, args.data)
 

@@ -31,7 +31,7 @@ from launcher.cli.options import (
 )
 from launcher.cli.wait_cmd import not_found, wait_command, wait_for_job, wait_options
 from launcher.cluster import status
-from launcher.core import render, runs, workload
+from launcher.core import contract, render, runs, workload
 from launcher.core.errors import ExitStatus, NotFound
 from launcher.core.spec import MultiWorkerJob
 
@@ -274,7 +274,8 @@ def logs_command(
                         f"{prefix} --- restart {seen}: following pod {line.pod} ---", err=True
                     )
                 continue
-            click.echo(f"{prefix} {line.text}")
+            # Keras' bar is one line of frames (`\r`, `\b`): its last one, after the prefix.
+            click.echo(f"{prefix} {contract.final_frame(line.text)}")
     except NotFound as error:
         if str(error).startswith("job "):
             raise not_found(name, ns) from error

@@ -36,6 +36,22 @@ def test_logs_of_all_workers_are_interleaved_by_time_with_a_prefix_each(
     ]
 
 
+def test_a_keras_progress_bar_is_shown_as_its_last_frame_after_its_workers_prefix(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    """Keras draws an epoch's bar on one line, each frame after `\\b...\\r` (in pods too:
+    tf-keras takes any POSIX stdout for a terminal); printed raw, the `\\r` would put the
+    bar over the `[worker N]` prefix, and a saved log would hold every frame."""
+    fake.put(pod_for(job, 0))
+    frames = "\r1/8 [==>....] - ETA: 5s\b\b\b\b\r8/8 [========] - 1s 20ms/step - loss: 2.7"
+    fake.log("mnist-worker-0-a0", frames, at="2024-05-01T10:00:01.000000000Z")
+
+    result = tflaunch("logs", "mnist")
+
+    assert result.code == 0
+    assert result.out == "[worker 0] 8/8 [========] - 1s 20ms/step - loss: 2.7\n"
+
+
 def test_one_workers_logs_with_since(
     tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:

@@ -6,7 +6,10 @@ image also runs under the restricted Pod Security level, and a worker whose peer
 an address fails with the rendezvous exit code (75) on a real DNS miss, and a worker whose
 container is killed makes the group restart once and resume from the checkpoint on a
 PersistentVolume on the node's disk; an evicted worker makes every worker save and exit 79,
-and the job resumes without using a retry.
+and the job resumes without using a retry. The user's own programs run the same way
+(`submit --script`): a one-file Keras program (examples/custom/keras_mnist.py) on the MNIST
+the image bakes in, and TensorFlow's two-file tutorial layout (tests/data/tutorial_layout,
+main.py importing its neighbour) carried to the pods in one ConfigMap.
 
 The archive is the one `hack/images.sh path trainer` names for the current sources, or
 TFLAUNCH_TRAINER_ARCHIVE. Without hack/images.sh these tests skip; with it but no archive they
@@ -33,6 +36,8 @@ from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
 IMAGES_SH = ROOT / "hack" / "images.sh"
+KERAS_MNIST = ROOT / "examples" / "custom" / "keras_mnist.py"
+TUTORIAL_LAYOUT = ROOT / "tests" / "data" / "tutorial_layout"
 RESUMED = r"at step (?P<step>\d+) \(epoch \d+, step 0\)"
 
 
@@ -144,6 +149,95 @@ def test_mnist_trains_on_two_workers_in_containers(
         assert any("epoch 1/1: loss=" in line for line in lines), logs.out
         weights += [line.split("weights sha256 ")[1] for line in lines if "weights sha256 " in line]
     assert len(weights) == 2 and weights[0] == weights[1], weights  # all-reduce kept them equal
+
+
+def own_program_spec(path: Path, namespace: str, image: str, name: str, *args: str) -> Path:
+    """real_node_spec for a job that runs the user's program with `args`: no built-in
+    trainer section."""
+    real_node_spec(path, namespace, image, "indexed")
+    document = yaml.safe_load(path.read_text())
+    document["metadata"]["name"] = name
+    del document["spec"]["trainer"]
+    document["spec"]["args"] = list(args)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def submit_script(real_node: ControlPlane, spec: Path, program: Path) -> Run:
+    return real_node.tflaunch(
+        "submit", str(spec), "--script", str(program), "--workers", "2", "--wait",
+        "--timeout", "15m", timeout=1000,
+    )  # fmt: skip
+
+
+def succeeded_on_the_node(real_node: ControlPlane, namespace: str, name: str) -> None:
+    status = real_node.tflaunch("status", name, "-n", namespace, "-o", "json")
+    assert status.code == 0, status
+    job = json.loads(status.out)["status"]
+    assert job["state"] == "Succeeded", status.out
+    assert [(w["phase"], w["exitCode"]) for w in job["workers"]] == [("Succeeded", 0)] * 2
+    assert {w["node"] for w in job["workers"]} == {NODE_NAME}, status.out
+
+
+@pytest.mark.timeout(1200)
+def test_a_one_file_keras_program_trains_on_two_workers_in_containers(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    spec = own_program_spec(
+        tmp_path / "job.yaml", namespace, trainer_image, "keras-mnist",
+        "--epochs", "1", "--steps-per-epoch", "20", "--data", "/opt/tflaunch/mnist.npz",
+    )  # fmt: skip
+
+    run = submit_script(real_node, spec, KERAS_MNIST)
+
+    assert run.code == 0, run
+    assert "job keras-mnist succeeded" in run.out + run.err, run
+    succeeded_on_the_node(real_node, namespace, "keras-mnist")
+    logs = real_node.tflaunch("logs", "keras-mnist", "-n", namespace)
+    assert logs.code == 0, logs
+    weights = []
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        assert "replicas in sync: 2" in lines, logs.out
+        weights += [line.split("weights sha256 ")[1] for line in lines if "weights sha256 " in line]
+    assert any(re.match(r"20/20 - .*loss: ", line) for line in worker_lines(logs, 0)), logs.out
+    assert len(weights) == 2 and weights[0] == weights[1], weights  # all-reduce kept them equal
+
+
+@pytest.mark.timeout(1200)
+def test_the_two_file_tutorial_layout_trains_on_two_workers_in_containers(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    """main.py imports mnist_setup.py: both travel in the job's ConfigMap and are importable
+    side by side in every container."""
+    spec = own_program_spec(
+        tmp_path / "job.yaml", namespace, trainer_image, "tutorial",
+        "--epochs", "2", "--steps-per-epoch", "8",
+    )  # fmt: skip
+
+    run = submit_script(real_node, spec, TUTORIAL_LAYOUT / "main.py")
+
+    assert run.code == 0, run
+    assert "job tutorial succeeded" in run.out + run.err, run
+    succeeded_on_the_node(real_node, namespace, "tutorial")
+    (config_map,) = real_node.get(
+        "configmaps", "-n", namespace, "-l", "tflaunch.dev/job-name=tutorial"
+    )["items"]
+    pod = real_node.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=tutorial")["items"][0]
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "script")["configMap"]
+    assert volume["name"] == config_map["metadata"]["name"]
+    paths = {i["key"]: i["path"] for i in volume.get("items", [])}  # keys that cannot be paths
+    carried = {paths.get(key, key): text for key, text in config_map["data"].items()}
+    assert carried == {
+        name: (TUTORIAL_LAYOUT / name).read_text() for name in ("main.py", "mnist_setup.py")
+    }
+    logs = real_node.tflaunch("logs", "tutorial", "-n", namespace)
+    assert logs.code == 0, logs
+    for worker in (0, 1):
+        assert "replicas in sync: 2" in worker_lines(logs, worker), logs.out
+    chief = worker_lines(logs, 0)
+    assert "Epoch 2/2" in chief, logs.out
+    assert any(re.match(r"8/8 \[=+\]", line) for line in chief), logs.out  # its progress bar
 
 
 @pytest.mark.timeout(1200)

@@ -81,3 +81,20 @@ def test_the_check_names_the_model_directory_too(read_only: Path) -> None:
         pytest.skip("in-process as root every directory is writable (see the test above)")
     with pytest.raises(ConfigError, match="model directory"):
         preflight.check_writable(str(read_only / "model"), "worker 0/2", "model directory")
+
+
+def test_the_write_check_leaves_a_peers_probe_with_the_same_pid_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pod has its own PID namespace, so the trainers of two workers sharing a
+    checkpoint volume have the same PID (seen on the real node: both 9): a probe named by the
+    PID alone was the peer's too, and the one removing it first made the other's check fail
+    with ENOENT (exit 78) at random."""
+    monkeypatch.setattr(os, "getpid", lambda: 9)
+    peers = tmp_path / ".tflaunch-write-check-9"
+    peers.write_text("ok\n")  # the peer's, between its write and its remove
+
+    preflight.check_writable(str(tmp_path), "worker 1/2")
+
+    assert peers.read_text() == "ok\n"
+    assert [p.name for p in tmp_path.iterdir()] == [peers.name]  # ours removed

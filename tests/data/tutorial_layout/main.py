@@ -22,6 +22,7 @@ args = parser.parse_args()
 tf_config = json.loads(os.environ["TF_CONFIG"])
 num_workers = len(tf_config["cluster"]["worker"])
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
+print(f"replicas in sync: {strategy.num_replicas_in_sync}", flush=True)
 
 dataset = mnist_setup.mnist_like_dataset(global_batch_size=32 * num_workers)
 with strategy.scope():
