@@ -38,6 +38,18 @@ def test_list_shows_the_job_and_doctor_checks_the_gpu_nodes(
         hooks=pod_hooks(run_for="forever"),
     )  # fmt: skip
     assert (run := cp.tflaunch("submit", str(fits))).code == 0, run
+    try:
+        _list_and_doctor(cp, namespace, fits, tmp_path)
+    finally:
+        # Its pods hold every GPU of the control plane, which later tests on this xdist
+        # worker share: free them before the next test, not when the namespace goes.
+        cp.kubectl(
+            "delete", "job", "fits-worker", "-n", namespace, "--cascade=foreground",
+            "--wait=true", "--timeout=120s", check=False,
+        )  # fmt: skip
+
+
+def _list_and_doctor(cp: ControlPlane, namespace: str, fits: Path, tmp_path: Path) -> None:
     listed = cp.tflaunch("list", "-n", namespace)
     assert listed.code == 0, listed
     assert "fits" in listed.out

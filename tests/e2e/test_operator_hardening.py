@@ -39,7 +39,13 @@ def test_a_gpu_multiworkerjob_runs_on_the_gpu_nodes_to_succeeded(
             _phase_is(cp, "g1", namespace, "Succeeded"), what="phase Succeeded", timeout=180
         )
     except AssertionError as e:
-        raise AssertionError(f"{e}\noperator log (tail):\n{operator.log()[-4000:]}") from None
+        pods = [
+            (p["metadata"]["name"], p["status"].get("phase"), p["spec"].get("nodeName"))
+            for p in _worker_pods(cp, namespace, "g1")
+        ]
+        raise AssertionError(
+            f"{e}\npods: {pods}\noperator log (tail):\n{operator.log()[-3000:]}"
+        ) from None
     assert status.get("restarts", 0) == 0, status
     (job,) = cp.get("jobs", "-n", namespace)["items"]
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
@@ -64,6 +70,11 @@ def test_submit_replace_of_a_gpu_job_replaces_it(
     assert job["metadata"]["uid"] != old
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "1", limits
+    # Free the GPUs for the later tests on this control plane (the namespace goes lazily).
+    cp.kubectl(
+        "delete", "job", "g2-worker", "-n", namespace, "--cascade=foreground",
+        "--wait=true", "--timeout=120s", check=False,
+    )  # fmt: skip
 
 
 def test_a_foreign_job_with_the_workers_name_fails_it_with_name_conflict(
