@@ -7,6 +7,7 @@ kwok runs no containers, so the test writes the log file itself.
 
 from __future__ import annotations
 
+import json
 import queue
 import signal
 import subprocess
@@ -110,12 +111,14 @@ def test_delete_rides_out_a_control_plane_restart(
     run = cp.submit(tmp_path / "job.yaml", "gone", namespace, hooks=pod_hooks(run_for="forever"))
     assert run.code == 0, run
     cp.wait_active(namespace, "gone-worker")
-    # A finalizer of our own holds one pod, so the foreground deletion is still under way
-    # (the Job waiting for its pods) when the API server goes away.
-    pod = cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=gone")["items"][0]
-    pod_name = pod["metadata"]["name"]
-    hold = '{"metadata":{"finalizers":["e2e.tflaunch.dev/hold"]}}'
-    cp.kubectl("patch", "pod", pod_name, "-n", namespace, "--type", "merge", "-p", hold)
+    # A finalizer of our own holds the Job, so the deletion is still under way when the API
+    # server goes away. (Holding one of its pods instead left the outcome to the garbage
+    # collector's view of the Job's dependents, which sometimes let the Job go at once.)
+    hold = "e2e.tflaunch.dev/hold"
+    cp.kubectl(
+        "patch", "job", "gone-worker", "-n", namespace, "--type", "merge",
+        "-p", json.dumps({"metadata": {"finalizers": [hold]}}),
+    )  # fmt: skip
     deleter = cp.popen_tflaunch("delete", "gone", "-n", namespace, "--timeout", "240")
     try:
         eventually(
@@ -130,10 +133,7 @@ def test_delete_rides_out_a_control_plane_restart(
             assert deleter.poll() is None, "delete must not give up while the API server is down"
         finally:
             cp.start_apiserver()
-        cp.kubectl(
-            "patch", "pod", pod_name, "-n", namespace, "--type", "merge",
-            "-p", '{"metadata":{"finalizers":null}}',
-        )  # fmt: skip
+        eventually(lambda: _release(cp, namespace, "gone-worker", hold), what="the hold released")
         out, err = deleter.communicate(timeout=240)
     except subprocess.TimeoutExpired:
         stop_process(deleter)
@@ -145,3 +145,18 @@ def test_delete_rides_out_a_control_plane_restart(
         "-l", "tflaunch.dev/job-name=gone", "-o", "name",
     ).out  # fmt: skip
     assert left.strip() == "", left
+
+
+def _release(cp: ControlPlane, namespace: str, job: str, finalizer: str) -> bool:
+    """Remove `finalizer` from the Job and nothing else: a JSON patch that tests the entry it
+    removes, so a concurrent change by the garbage collector makes it fail and retry."""
+    finalizers = cp.get("job", job, "-n", namespace)["metadata"].get("finalizers") or []
+    if finalizer not in finalizers:
+        return True
+    at = f"/metadata/finalizers/{finalizers.index(finalizer)}"
+    patch = [{"op": "test", "path": at, "value": finalizer}, {"op": "remove", "path": at}]
+    run = cp.kubectl(
+        "patch", "job", job, "-n", namespace, "--type", "json", "-p", json.dumps(patch),
+        check=False,
+    )  # fmt: skip
+    return run.code == 0
