@@ -17,8 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from launcher.cluster import status
-from launcher.core import contract, labels
+from launcher.core import contract, labels, reading
 
 Obj = Mapping[str, Any]
 GPU = "nvidia.com/gpu"
@@ -260,7 +259,7 @@ def check_endpoints(slices: Sequence[Obj], pods: Sequence[Obj], service_name: st
     for pod in live:
         hostname = pod_hostname(pod)
         if (hostname, pod["status"]["podIP"]) not in published:
-            missing.append(f"worker {status.pod_index(pod)} ({hostname})")
+            missing.append(f"worker {reading.pod_index(pod)} ({hostname})")
     if missing:
         return fail(
             name,
@@ -281,7 +280,7 @@ def current_pods(pods: Iterable[Obj]) -> list[Obj]:
     """The newest live pod of each worker index."""
     newest: dict[int, Obj] = {}
     for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or ""):
-        index = status.pod_index(pod)
+        index = reading.pod_index(pod)
         phase = (pod.get("status") or {}).get("phase")
         if index is None or pod["metadata"].get("deletionTimestamp"):
             continue
@@ -333,7 +332,7 @@ def check_tf_config(pods: Sequence[Obj], expected: int | None = None) -> Check:
     tasks: dict[int, list[int]] = {}
     by_index: dict[int, Obj] = {}
     for pod in live:
-        index = status.pod_index(pod)
+        index = reading.pod_index(pod)
         assert index is not None  # current_pods keeps indexed pods only
         by_index[index] = pod
         config, error = pod_tf_config(pod)

@@ -31,7 +31,7 @@ from launcher.cluster.find import JobObjects, job_objects
 from launcher.cluster.retry import Backoff
 from launcher.cluster.watch import join_all, watch_job
 from launcher.cluster.wire import CONNECT_TIMEOUT, CONTAINER, READ_TIMEOUT, Obj
-from launcher.core import labels
+from launcher.core import labels, reading
 from launcher.core.errors import NotFound, TransientClusterError
 from launcher.core.timestamps import parse_time
 
@@ -143,7 +143,7 @@ def pods_logs(
     lines: list[LogLine] = []
     notes: list[LogLine] = []
     for pod in _sorted_pods(pods):
-        index = _pod_index(pod)
+        index = reading.pod_index(pod)
         if (worker is not None and index != worker) or not _container_started(pod):
             continue
         pod_name = pod["metadata"]["name"]
@@ -266,7 +266,7 @@ def _follow_logs(
     def start(pods: Iterable[Obj]) -> Iterator[LogLine]:
         for pod in _sorted_pods(pods):
             pod_name = pod["metadata"]["name"]
-            index = _pod_index(pod)
+            index = reading.pod_index(pod)
             if pod_name in streaming or not _container_started(pod):
                 continue
             if worker is not None and index != worker:
@@ -328,11 +328,6 @@ def _still_there(cluster: Cluster, pod: str, namespace: str) -> bool:
     return current is not None and not current["metadata"].get("deletionTimestamp")
 
 
-def _pod_index(pod: Obj) -> int | None:
-    meta = pod.get("metadata") or {}
-    return labels.worker_index_of(meta.get("labels") or {}, meta.get("annotations") or {})
-
-
 def _sorted_pods(pods: Iterable[Obj]) -> list[Obj]:
     return sorted(
         pods,
@@ -345,12 +340,5 @@ def _sorted_pods(pods: Iterable[Obj]) -> list[Obj]:
 
 def _container_started(pod: Obj) -> bool:
     """Whether the trainer container has (or had) a log: running or terminated."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        state = status.get("state") or {}
-        if (
-            state.get("running")
-            or state.get("terminated")
-            or status.get("lastState", {}).get("terminated")
-        ):
-            return True
-    return False
+    state = (reading.trainer_container(pod) or {}).get("state") or {}
+    return bool(state.get("running")) or reading.terminated(pod) is not None

@@ -9,10 +9,8 @@ would forget the preemption as soon as the replacement exists. (A job the operat
 the same count in its MultiWorkerJob's status.preemptions.)
 
 Events, not pods: one preemption makes every worker save at the same step and exit 79 within
-the pod's terminationGracePeriodSeconds. So, oldest exit first, an exit joins the current
-preemption when it finished within the grace period of that preemption's first exit *and*
-names the same saved step (or either names none: a program that writes no termination
-message); a different step, or a later exit, is the next preemption.
+the pod's terminationGracePeriodSeconds; `launcher.core.reading.preemption_events` groups the
+exits (the operator's count groups them the same way).
 """
 
 from __future__ import annotations
@@ -22,25 +20,10 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from launcher.core import contract, labels
-from launcher.core.timestamps import created_at, parse_time
+from launcher.core import contract, reading
+from launcher.core.timestamps import EPOCH, created_at
 
 Obj = Mapping[str, Any]
-
-DEFAULT_GRACE_SECONDS = 30
-"""The pod's terminationGracePeriodSeconds when its spec does not say (Kubernetes' default)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PreemptedExit:
-    """One worker pod that saved and exited 79."""
-
-    pod: str
-    index: int | None
-    finished: datetime.datetime
-    step: int | None
-    """The step it saved at, from its termination message; None when it wrote none."""
-    grace_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,66 +55,9 @@ class Preemptions:
         return f"preempted {self.count}x, {where}"
 
 
-def trainer_terminated(pod: Obj) -> Obj | None:
-    """The trainer container's `state.terminated` (the first container's without one named
-    trainer); None while it has not terminated."""
-    containers = (pod.get("status") or {}).get("containerStatuses") or []
-    container = next((c for c in containers if c.get("name") == "trainer"), None)
-    if container is None and containers:
-        container = containers[0]
-    terminated = ((container or {}).get("state") or {}).get("terminated")
-    return terminated if isinstance(terminated, Mapping) else None
-
-
-def preempted_exits(pods: Iterable[Obj]) -> list[PreemptedExit]:
-    """The pods whose trainer exited 79, oldest exit first (pods without finishedAt, which a
-    kubelet always writes, are left out: they cannot be placed in time)."""
-
-    exits = []
-    for pod in pods:
-        terminated = trainer_terminated(pod)
-        if terminated is None or terminated.get("exitCode") != contract.EXIT_PREEMPTED:
-            continue
-        finished = parse_time(terminated.get("finishedAt"))
-        if finished is None:
-            continue
-        meta = pod.get("metadata") or {}
-        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        exits.append(
-            PreemptedExit(
-                pod=str(meta.get("name") or ""),
-                index=_index(pod),
-                finished=finished,
-                step=contract.saved_step(terminated.get("message")),
-                grace_seconds=float(DEFAULT_GRACE_SECONDS if grace is None else grace),
-            )
-        )
-    return sorted(exits, key=lambda e: (e.finished, e.pod))
-
-
-def events(exits: Iterable[PreemptedExit]) -> list[list[PreemptedExit]]:
-    """`exits` (oldest first) grouped into preemptions: see the module docstring."""
-    grouped: list[list[PreemptedExit]] = []
-    for exit_ in exits:
-        if grouped and _same_preemption(grouped[-1], exit_):
-            grouped[-1].append(exit_)
-        else:
-            grouped.append([exit_])
-    return grouped
-
-
-def _same_preemption(event: list[PreemptedExit], exit_: PreemptedExit) -> bool:
-    first = event[0]
-    grace = datetime.timedelta(seconds=max(e.grace_seconds for e in [*event, exit_]))
-    if exit_.finished - first.finished > grace:
-        return False
-    steps = {e.step for e in event if e.step is not None}
-    return exit_.step is None or not steps or exit_.step in steps
-
-
 def summarize(pods: Iterable[Obj]) -> Preemptions:
     """The job's preemptions from all of its pods (replaced ones included)."""
-    grouped = events(preempted_exits(pods))
+    grouped = reading.preemption_events(reading.preempted_exits(pods))
     if not grouped:
         return Preemptions()
     latest = grouped[-1]
@@ -149,24 +75,16 @@ def replaced_by_index(pods: Iterable[Obj]) -> dict[int, int]:
 
     by_index: dict[int, list[Obj]] = {}
     for pod in pods:
-        index = _index(pod)
+        index = reading.pod_index(pod)
         if index is not None:
             by_index.setdefault(index, []).append(pod)
     replaced: dict[int, int] = {}
     for index, group in by_index.items():
-        ordered = sorted(group, key=lambda p: (created_at(p) or _EPOCH, p["metadata"]["name"]))
+        ordered = sorted(group, key=lambda p: (created_at(p) or EPOCH, p["metadata"]["name"]))
         count = sum(
-            (trainer_terminated(p) or {}).get("exitCode") == contract.EXIT_PREEMPTED
+            (reading.terminated(p) or {}).get("exitCode") == contract.EXIT_PREEMPTED
             for p in ordered[:-1]
         )
         if count:
             replaced[index] = count
     return replaced
-
-
-def _index(pod: Obj) -> int | None:
-    meta = pod.get("metadata") or {}
-    return labels.worker_index_of(meta.get("labels") or {}, meta.get("annotations") or {})
-
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

@@ -13,16 +13,8 @@ import dataclasses
 import datetime
 from collections.abc import Sequence
 
-from launcher.cluster.status import (
-    COMPLETE,
-    FAILED,
-    JobStatus,
-    Obj,
-    Worker,
-    duration,
-    first_line,
-    true_conditions,
-)
+from launcher.cluster.status import JobStatus, Obj, Worker, duration, first_line
+from launcher.core.reading import COMPLETE, FAILED, true_conditions
 
 
 def pending_too_long(

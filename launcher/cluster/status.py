@@ -15,16 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from launcher.cluster import preemptions as preemptions_lib
-from launcher.core import contract, labels, rules
+from launcher.core import contract, labels, reading, rules
 from launcher.core.timestamps import EPOCH, created_at, parse_time
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
 Obj = Mapping[str, Any]
-
-FAILED = ("Failed", "FailureTarget")
-"""The Job condition types that say it failed (FailureTarget: on its way to Failed)."""
-COMPLETE = ("Complete", "SuccessCriteriaMet")
-"""The Job condition types that say it succeeded."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +91,7 @@ def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj
     expected = _expected_workers(jobs, indexed)
     by_index: dict[int, list[Obj]] = {}
     for pod in pods:
-        index = pod_index(pod)
+        index = reading.pod_index(pod)
         if index is not None:
             by_index.setdefault(index, []).append(pod)
     workers = tuple(
@@ -162,11 +157,6 @@ def group_jobs(jobs: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
     return dict(sorted(groups.items()))
 
 
-def pod_index(pod: Obj) -> int | None:
-    meta = pod.get("metadata") or {}
-    return labels.worker_index_of(meta.get("labels") or {}, meta.get("annotations") or {})
-
-
 def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
     """How many workers the Jobs say the job has, at most `rules.MAX_WORKERS` (their labels
     and counts are anyone's who may create a Job: never a range to build blindly)."""
@@ -214,20 +204,15 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
 
 
 def _finished_at(pod: Obj) -> datetime.datetime | None:
-    container = _trainer_status(pod.get("status") or {}) or {}
-    terminated = (container.get("state") or {}).get("terminated") or {}
-    return parse_time(terminated.get("finishedAt"))
+    return parse_time((reading.terminated(pod) or {}).get("finishedAt"))
 
 
 def pod_state(pod: Obj) -> tuple[str, str | None, int | None]:
     """(phase, reason when not plainly running, exit code when terminated) of a worker pod."""
     status = pod.get("status") or {}
     phase = str(status.get("phase") or "Pending")
-    container = _trainer_status(status)
-    state = (container or {}).get("state") or {}
-    terminated = state.get("terminated") or ((container or {}).get("lastState") or {}).get(
-        "terminated"
-    )
+    state = (reading.trainer_container(pod) or {}).get("state") or {}
+    terminated = reading.terminated(pod)
     if pod.get("metadata", {}).get("deletionTimestamp") and phase in ("Pending", "Running"):
         return phase, "Terminating", None
     if phase == "Pending":
@@ -267,14 +252,6 @@ def describe_exit(code: int | None, reason: str | None, terminated: Obj | None =
     return f"{text}: {message}" if message else text
 
 
-def _trainer_status(status: Obj) -> Obj | None:
-    containers = status.get("containerStatuses") or []
-    for container in containers:
-        if container.get("name") == "trainer":
-            return dict(container)
-    return dict(containers[0]) if containers else None
-
-
 def _reason(reason: str | None, source: Obj) -> str | None:
     message = first_line(source.get("message"))
     if not reason:
@@ -288,30 +265,22 @@ def first_line(text: Any, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def true_conditions(job: Obj) -> dict[str, Obj]:
-    """A Job's conditions that hold, by type."""
-    return {
-        str(c.get("type")): c
-        for c in (job.get("status") or {}).get("conditions") or []
-        if c.get("status") == "True"
-    }
-
-
 def _state(
     jobs: Sequence[Obj], workers: Sequence[Worker], expected: int, indexed: bool
 ) -> tuple[State, str | None]:
     if not jobs:
         return "Unknown", None
     for job in jobs:
-        conditions = true_conditions(job)
-        failed = next((conditions[t] for t in FAILED if t in conditions), None)
+        failed = reading.job_failed(job)
         if failed is not None:
             return "Failed", _condition_text("Failed", failed, job, len(jobs) > 1)
-    completed = [j for j in jobs if any(t in true_conditions(j) for t in COMPLETE)]
+    completed = [j for j in jobs if reading.job_complete(j)]
     if completed and len(completed) == len(jobs) and (indexed or len(jobs) >= expected):
         return "Succeeded", "Complete"
     suspended = [
-        j for j in jobs if "Suspended" in true_conditions(j) or (j.get("spec") or {}).get("suspend")
+        j
+        for j in jobs
+        if "Suspended" in reading.true_conditions(j) or (j.get("spec") or {}).get("suspend")
     ]
     if suspended:
         return "Suspended", "Suspended: the Job is suspended (e.g. queued by Kueue)"

@@ -18,7 +18,17 @@ from typing import Any
 import jinja2
 import yaml
 
-from launcher.core import contract, gang, labels, limits, names, script, tfconfig, workload
+from launcher.core import (
+    contract,
+    exit_policy,
+    gang,
+    labels,
+    limits,
+    names,
+    script,
+    tfconfig,
+    workload,
+)
 from launcher.core.errors import RenderError, SpecError
 from launcher.core.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 
@@ -127,8 +137,7 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "scheduler_name": gang.scheduler_name(job),
         "suspend": gang.suspend_at_creation(job),
         "worker_selector": labels.worker_selector(job.name),
-        "config_error_exit_code": contract.EXIT_CONFIG_ERROR,
-        "preempted_exit_code": contract.EXIT_PREEMPTED,
+        "pod_failure_policy": exit_policy.pod_failure_policy(),
         "run_as_user": contract.TRAINER_UID,
         "image_pull_secrets": [{"name": s} for s in spec.image_pull_secrets],
         "tolerations": [_toleration(t) for t in spec.tolerations],

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from launcher.core import contract, script, tfconfig, workload
+from launcher.core import contract, reading, script, tfconfig, workload
 from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.spec import MultiWorkerJob, own_program
 from launcher.local.console import trainer_error
@@ -224,14 +224,14 @@ def _describe_exit(code: int | None) -> str:
 
 def next_step(attempt: Attempt, restarts_so_far: int, backoff_limit: int) -> str:
     """What the group does after an attempt: "done", "resume" (after a preemption: uses no
-    retry), "restart" or "fail" (pure policy)."""
-    if attempt.succeeded:
-        return "done"
-    if attempt.preempted:
-        return "resume"
-    if attempt.config_error or attempt.same_program_error or restarts_so_far >= backoff_limit:
-        return "fail"
-    return "restart"
+    retry), "restart" or "fail": the exit-code table's decision (`reading.group_outcome`,
+    the operator's too), with the same program error in every worker as a repeat."""
+    return reading.group_outcome(
+        attempt.exit_codes,
+        restarts=restarts_so_far,
+        backoff_limit=backoff_limit,
+        repeats=attempt.same_program_error is not None,
+    )
 
 
 def free_ports(count: int) -> list[int]:

@@ -15,18 +15,17 @@ from typing import Any
 
 from launcher.core import names
 from launcher.core import spec as spec_model
+from launcher.core.reading import job_complete, terminated
 from launcher.operator import crd
 from launcher.operator.children import spec_hash
 from launcher.operator.conditions import finished
 from launcher.operator.crd import Status
 from launcher.operator.objects import (
     chief_pod,
-    job_complete,
     meta_of,
     name_of,
     owned_by,
     parse_result,
-    terminated_state,
     terminating,
 )
 from launcher.operator.tenancy import Allowlist
@@ -100,7 +99,7 @@ def chief_log_wanted(observed: Observed) -> str | None:
     if not live or not all(job_complete(j) for j in live):
         return None
     chief = chief_pod(pods)
-    if chief is None or parse_result((terminated_state(chief) or {}).get("message")) is not None:
+    if chief is None or parse_result((terminated(chief) or {}).get("message")) is not None:
         return None
     return name_of(chief)
 

@@ -13,29 +13,29 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from launcher.core import contract
-from launcher.core.timestamps import format_time
-from launcher.operator.conditions import with_phase, with_workers
-from launcher.operator.objects import (
-    chief_pod,
+from launcher.core import contract, exit_policy
+from launcher.core.reading import (
     failed_workers,
+    group_outcome,
     job_complete,
     job_failed,
-    name_of,
-    parse_result,
-    terminated_state,
+    terminated,
 )
+from launcher.core.timestamps import format_time
+from launcher.operator.conditions import with_phase, with_workers
+from launcher.operator.objects import chief_pod, name_of, parse_result
 from launcher.operator.observe import Group
 from launcher.operator.plan import RESTART_POLL_SECONDS, Plan, transition_events
 
 
 def outcome(g: Group) -> Plan | None:
-    """Succeeded, Failed or Restarting, when the live Jobs say so."""
+    """Succeeded, Failed or Restarting, when the live Jobs say so: the exit-code table's
+    decision (`reading.group_outcome`, local mode's too) from the failed workers' exits."""
     exits = failed_workers(g.pods)
     failures = [(j, c) for j in g.live if (c := job_failed(j)) is not None]
-    config = [e for e in exits if e.exit_code == contract.EXIT_CONFIG_ERROR]
-    if config or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
-        what = config[0].describe() if config else _job_message(failures)
+    fatal = [e for e in exits if exit_policy.group_action(e.exit_code) == "fail"]
+    if fatal or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
+        what = fatal[0].describe() if fatal else _job_message(failures)
         return fail(
             g,
             "ConfigError",
@@ -51,7 +51,13 @@ def outcome(g: Group) -> Plan | None:
         )
     if failures:
         what = exits[0].describe() if exits else _job_message(failures)
-        return _restart_or_fail(g, what)
+        # A failed Job is never "done": an exit 0 of a failed pod counts as a stop.
+        decision = group_outcome(
+            [e.exit_code or None for e in exits],
+            restarts=g.status.restarts,
+            backoff_limit=g.job.spec.backoff_limit,
+        )
+        return _spent(g, what) if decision == "fail" else _restart(g, what)
     if set(g.job_names) <= {name_of(j) for j in g.live if job_complete(j)}:
         return _succeed(g)
     return None
@@ -59,7 +65,7 @@ def outcome(g: Group) -> Plan | None:
 
 def _succeed(g: Group) -> Plan:
     chief = chief_pod(g.pods)
-    result = parse_result((terminated_state(chief) or {}).get("message")) if chief else None
+    result = parse_result((terminated(chief) or {}).get("message")) if chief else None
     result = result or parse_result(g.observed.chief_log)
     message = f"all {g.workers} workers completed"
     if result is None:
@@ -86,15 +92,17 @@ def fail(g: Group, reason: str, message: str) -> Plan:
     return Plan(status=status, delete_jobs=running, events=transition_events(g.old, status))
 
 
-def _restart_or_fail(g: Group, what: str) -> Plan:
+def _spent(g: Group, what: str) -> Plan:
+    return fail(
+        g,
+        "BackoffLimitExceeded",
+        f"{what}; the group was restarted {g.status.restarts} times already "
+        f"(spec.backoffLimit: {g.job.spec.backoff_limit})",
+    )
+
+
+def _restart(g: Group, what: str) -> Plan:
     limit = g.job.spec.backoff_limit
-    if g.status.restarts >= limit:
-        return fail(
-            g,
-            "BackoffLimitExceeded",
-            f"{what}; the group was restarted {g.status.restarts} times already "
-            f"(spec.backoffLimit: {limit})",
-        )
     restarts = g.status.restarts + 1
     message = (
         f"{what}; restarting all {g.workers} workers from the last checkpoint "

@@ -6,62 +6,44 @@ without moving toward its backoffLimit, and the replaced group resumes at the sa
 The operator therefore restarts nothing; it only records the preemption
 (status.preemptions, status.lastPreemptionTime, status.resumedAtStep) and says so.
 
-One preemption ends every worker's pod within the grace period, so exits 79 that finish
-within spec.terminationGracePeriodSeconds of the first one count once. Counting is
-idempotent: exits at or before status.lastPreemptionTime (+ the grace period) were counted.
+One preemption ends every worker's pod within the grace period at one saved step: the exits
+are grouped as `launcher.core.reading` groups them for `tflaunch status`. Counting is
+idempotent: the preemption that began at status.lastPreemptionTime was counted.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from launcher.core import contract
+from launcher.core import reading
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import Status
-from launcher.operator.objects import terminated_state
-
-
-@dataclasses.dataclass(frozen=True)
-class PreemptedExit:
-    finished: datetime.datetime
-    step: int | None
-    """The step the trainer said it saved at (its termination message), if it said."""
-
-
-def preempted_exits(pods: Iterable[Mapping[str, Any]]) -> list[PreemptedExit]:
-    """The trainer containers that exited 79, oldest first."""
-    exits = []
-    for pod in pods:
-        terminated = terminated_state(pod)
-        if not terminated or terminated.get("exitCode") != contract.EXIT_PREEMPTED:
-            continue
-        finished = parse_time(terminated.get("finishedAt"))
-        if finished is None:
-            continue
-        exits.append(PreemptedExit(finished, contract.saved_step(terminated.get("message"))))
-    return sorted(exits, key=lambda e: e.finished)
 
 
 def record(status: Status, pods: Iterable[Mapping[str, Any]], grace_seconds: int) -> Status:
-    """`status` with the preemptions not counted yet added."""
-    grace = datetime.timedelta(seconds=grace_seconds)
+    """`status` with the preemptions not counted yet added: the pods' exits 79 grouped into
+    preemptions as `tflaunch status` groups them (`reading.preemption_events`), the one
+    counted last (status.lastPreemptionTime, .resumedAtStep) standing in for its exits."""
     anchor = parse_time(status.last_preemption_time)
-    count, step = status.preemptions, status.resumed_at_step
-    for preempted in preempted_exits(pods):
-        if anchor is not None and preempted.finished <= anchor + grace:
-            step = preempted.step if preempted.step is not None else step
-            continue  # counted already, or another worker of the same preemption
-        count, anchor = count + 1, preempted.finished
-        step = preempted.step
+    exits = reading.preempted_exits(pods)
+    counted: list[reading.PreemptedExit] = []
+    if anchor is not None:
+        counted = [reading.PreemptedExit("", None, anchor, status.resumed_at_step, grace_seconds)]
+        exits = [e for e in exits if e.finished >= anchor]
+    events = reading.preemption_events([*counted, *exits])
+    new = events[1:] if counted else events
+    latest = events[-1] if events else []
+    steps = [e.step for e in latest if e.step is not None]
+    count = status.preemptions + len(new)
+    step = steps[0] if steps else (None if new else status.resumed_at_step)
     if count == status.preemptions and step == status.resumed_at_step:
         return status
     return dataclasses.replace(
         status,
         preemptions=count,
-        last_preemption_time=format_time(anchor) if anchor else None,
+        last_preemption_time=format_time(latest[0].finished) if latest else None,
         resumed_at_step=step,
     )
 

@@ -1,0 +1,80 @@
+"""The exit-code table: what each trainer exit means for its Job and for the worker group.
+
+One table, three readers: `render` writes it into every Job's podFailurePolicy, `tflaunch
+local` and the operator decide a group's next step from it (`launcher.core.reading.
+group_outcome`). Change an exit's meaning here and all three change together
+(tests/operator/test_one_reading.py proves they agree for every exit code).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from launcher.core import contract
+
+JobAction = Literal["FailJob", "Ignore", "Count"]
+"""What the Job controller does with a pod's exit (podFailurePolicy's actions; Count is the
+default: the failure counts against backoffLimit)."""
+GroupAction = Literal["done", "resume", "restart", "fail"]
+"""What happens to the whole worker group after the exit."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExitRule:
+    code: int
+    job: JobAction
+    group: GroupAction
+    why: str
+
+
+RULES = (
+    ExitRule(
+        contract.EXIT_CONFIG_ERROR,
+        "FailJob",
+        "fail",
+        "a configuration error: retrying cannot fix it",
+    ),
+    ExitRule(
+        contract.EXIT_PREEMPTED,
+        "Ignore",
+        "resume",
+        "told to stop and saved first: every worker resumes at the saved step, no retry used",
+    ),
+)
+"""Exit codes with a meaning of their own; 0 is success, any other code may be retried."""
+
+_BY_CODE = {rule.code: rule for rule in RULES}
+
+
+def group_action(code: int | None) -> GroupAction:
+    """What one worker's exit asks of the group (None: it did not exit on its own)."""
+    if code == contract.EXIT_OK:
+        return "done"
+    rule = _BY_CODE.get(code) if code is not None else None
+    return rule.group if rule else "restart"
+
+
+def job_action(code: int) -> JobAction | None:
+    """What the rendered podFailurePolicy makes the Job controller do with `code` (None: the
+    pod succeeded)."""
+    if code == contract.EXIT_OK:
+        return None
+    rule = _BY_CODE.get(code)
+    return rule.job if rule else "Count"
+
+
+def pod_failure_policy(container: str = "trainer") -> dict[str, Any]:
+    """The Job's podFailurePolicy: the table's rules, then an eviction (a pod condition
+    DisruptionTarget: not the trainer's fault) ignored."""
+    rules: list[dict[str, Any]] = [
+        {
+            "action": rule.job,
+            "onExitCodes": {"containerName": container, "operator": "In", "values": [rule.code]},
+        }
+        for rule in RULES
+    ]
+    rules.append(
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    )
+    return {"rules": rules}

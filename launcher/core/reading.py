@@ -1,0 +1,214 @@
+"""One reading of the cluster: Jobs and Pods (plain dicts) turned into what every caller
+decides from.
+
+`tflaunch status/wait/list` (`launcher.cluster.status`), the operator (`launcher.operator`)
+and `tflaunch local` (`group_outcome`, for its processes) all read the objects here, so they
+cannot disagree on what "complete" means, which container state says how a worker ended,
+which worker a pod is, or how exits group into preemptions. Pure: dicts in, values out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from launcher.core import contract, exit_policy, labels, untrusted
+from launcher.core.exit_policy import GroupAction
+from launcher.core.timestamps import parse_time
+
+Obj = Mapping[str, Any]
+
+COMPLETE = ("Complete", "SuccessCriteriaMet")
+"""The Job condition types that say it succeeded (SuccessCriteriaMet comes first, while the
+last pods terminate, on Kubernetes >= 1.31)."""
+FAILED = ("Failed", "FailureTarget")
+"""The Job condition types that say it failed (FailureTarget: on its way to Failed)."""
+DEFAULT_GRACE_SECONDS = 30
+"""The pod's terminationGracePeriodSeconds when its spec does not say (Kubernetes' default)."""
+
+
+# --- Jobs ----------------------------------------------------------------------------------
+
+
+def true_conditions(job: Obj) -> dict[str, Obj]:
+    """A Job's conditions that hold, by type."""
+    return {
+        str(c.get("type")): c
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+
+
+def job_complete(job: Obj) -> bool:
+    conditions = true_conditions(job)
+    return any(kind in conditions for kind in COMPLETE)
+
+
+def job_failed(job: Obj) -> Obj | None:
+    """The condition that says the Job failed, if one does."""
+    conditions = true_conditions(job)
+    return next((conditions[kind] for kind in FAILED if kind in conditions), None)
+
+
+# --- Pods ----------------------------------------------------------------------------------
+
+
+def pod_index(pod: Obj) -> int | None:
+    """The worker index of a pod, whichever layout created it; None when it has none."""
+    meta = pod.get("metadata") or {}
+    return labels.worker_index_of(meta.get("labels") or {}, meta.get("annotations") or {})
+
+
+def trainer_container(pod: Obj) -> Obj | None:
+    """The trainer container's status (the first container's, when none is named trainer)."""
+    containers = (pod.get("status") or {}).get("containerStatuses") or []
+    container = next((c for c in containers if c.get("name") == "trainer"), None)
+    return container if container is not None else (containers[0] if containers else None)
+
+
+def terminated(pod: Obj) -> Obj | None:
+    """How the trainer container ended: its current terminated state, else its last one;
+    None while it has not terminated."""
+    container = trainer_container(pod) or {}
+    for key in ("state", "lastState"):
+        state = (container.get(key) or {}).get("terminated")
+        if isinstance(state, Mapping) and state:
+            return state
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerExit:
+    """How one worker pod ended badly (its trainer container's terminated state)."""
+
+    worker: int | None
+    pod: str
+    exit_code: int | None
+    reason: str
+    message: str
+
+    def describe(self) -> str:
+        who = f"worker {self.worker}" if self.worker is not None else "a worker"
+        how = f"exited with code {self.exit_code}" if self.exit_code is not None else "failed"
+        detail = self.message.strip().splitlines()[-1] if self.message.strip() else self.reason
+        return f"{who} (pod {self.pod}) {how}" + (f": {detail}" if detail else "")
+
+
+def failed_workers(pods: Iterable[Obj]) -> list[WorkerExit]:
+    """Workers whose trainer exited non-zero (or whose pod failed), by worker index; a
+    preemption (the exit table's "resume") is not a failure."""
+    exits = []
+    for pod in pods:
+        state = terminated(pod)
+        status = pod.get("status") or {}
+        code = state.get("exitCode") if state else None
+        if (code is None or code == contract.EXIT_OK) and status.get("phase") != "Failed":
+            continue
+        if code is not None and exit_policy.group_action(code) == "resume":
+            continue
+        exits.append(
+            WorkerExit(
+                worker=pod_index(pod),
+                pod=str((pod.get("metadata") or {}).get("name") or ""),
+                exit_code=code,
+                reason=str((state or {}).get("reason") or status.get("reason") or ""),
+                message=untrusted.cut(str((state or {}).get("message") or "")),
+            )
+        )
+    return sorted(exits, key=lambda e: (e.worker is None, e.worker or 0, e.pod))
+
+
+# --- Preemptions ---------------------------------------------------------------------------
+#
+# A worker told to stop (SIGTERM: eviction, drain, preemption) saves and exits
+# `contract.EXIT_PREEMPTED`, with the saved step in its termination message. One preemption
+# makes every worker save at the same step and exit within the pod's grace period. So, oldest
+# exit first, an exit joins the current preemption when it finished within the grace period
+# of that preemption's first exit *and* names the same saved step (or either names none: a
+# program that writes no termination message); a different step, or a later exit, is the
+# next preemption.
+
+
+@dataclasses.dataclass(frozen=True)
+class PreemptedExit:
+    """One worker pod that saved and exited EXIT_PREEMPTED."""
+
+    pod: str
+    index: int | None
+    finished: datetime.datetime
+    step: int | None
+    """The step it saved at, from its termination message; None when it wrote none."""
+    grace_seconds: float
+
+
+def preempted_exits(pods: Iterable[Obj]) -> list[PreemptedExit]:
+    """The pods whose trainer exited EXIT_PREEMPTED, oldest exit first (pods without
+    finishedAt, which a kubelet always writes, are left out: they cannot be placed in time)."""
+    exits = []
+    for pod in pods:
+        state = terminated(pod)
+        if state is None or state.get("exitCode") != contract.EXIT_PREEMPTED:
+            continue
+        finished = parse_time(state.get("finishedAt"))
+        if finished is None:
+            continue
+        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        exits.append(
+            PreemptedExit(
+                pod=str((pod.get("metadata") or {}).get("name") or ""),
+                index=pod_index(pod),
+                finished=finished,
+                step=contract.saved_step(state.get("message")),
+                grace_seconds=float(DEFAULT_GRACE_SECONDS if grace is None else grace),
+            )
+        )
+    return sorted(exits, key=lambda e: (e.finished, e.pod))
+
+
+def preemption_events(exits: Iterable[PreemptedExit]) -> list[list[PreemptedExit]]:
+    """`exits` (oldest first) grouped into preemptions (see above)."""
+    grouped: list[list[PreemptedExit]] = []
+    for exit_ in exits:
+        if grouped and same_preemption(grouped[-1], exit_):
+            grouped[-1].append(exit_)
+        else:
+            grouped.append([exit_])
+    return grouped
+
+
+def same_preemption(event: list[PreemptedExit], exit_: PreemptedExit) -> bool:
+    """Whether `exit_` belongs to the preemption `event` (its exits, oldest first)."""
+    first = event[0]
+    grace = datetime.timedelta(seconds=max(e.grace_seconds for e in [*event, exit_]))
+    if exit_.finished - first.finished > grace:
+        return False
+    steps = {e.step for e in event if e.step is not None}
+    return exit_.step is None or not steps or exit_.step in steps
+
+
+# --- The group's outcome -------------------------------------------------------------------
+
+
+def group_outcome(
+    codes: Iterable[int | None], *, restarts: int, backoff_limit: int, repeats: bool = False
+) -> GroupAction:
+    """What the worker group does after an attempt that ended with the workers' exit `codes`
+    (None: a worker that did not exit on its own, stopped with the group).
+
+    done: every worker exited 0. fail: an exit the table fails (a configuration error), or
+    the restart budget (`backoff_limit`) is spent, or `repeats` (the same program error in
+    every worker: a restart would repeat it). resume: a preemption (every exit that is not 0
+    is one the table resumes from; uses no retry). restart: anything else.
+    """
+    actions = [exit_policy.group_action(code) if code is not None else None for code in codes]
+    if actions and all(action == "done" for action in actions):
+        return "done"
+    if "fail" in actions:
+        return "fail"
+    if "resume" in actions and set(actions) <= {"done", "resume", None}:
+        return "resume"
+    if repeats or restarts >= backoff_limit:
+        return "fail"
+    return "restart"
