@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.docs_section import write_section
+from launcher.core.load import load_job
 from launcher.core.render import render, to_yaml
-from launcher.core.spec import load_job
 
 WORKERS = (10, 100, 1000)
 LAYOUTS = ("indexed", "per-worker")

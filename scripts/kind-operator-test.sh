@@ -136,7 +136,7 @@ import sys
 import yaml
 
 from launcher.core.errors import SpecError
-from launcher.core.spec import job_from_document
+from launcher.core.load import job_from_document
 from launcher.core.yamldoc import apply_overrides, read_document
 
 spec, name, namespace, image, workers, epochs = sys.argv[1:]

@@ -12,8 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from launcher.core.load import load_job  # noqa: E402
 from launcher.core.render import render, to_yaml  # noqa: E402
-from launcher.core.spec import load_job  # noqa: E402
 
 MANIFESTS: dict[str, tuple[str, list[tuple[str, object]]]] = {
     # kind: 2 CPU workers; the image is loaded into the nodes, never pulled.

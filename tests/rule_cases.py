@@ -1,4 +1,4 @@
-"""One violation of every cross-field rule (`launcher.core.rules`): the spec loader's test and
+"""One violation of every cross-field rule (`launcher.api.rules`): the spec loader's test and
 the real API server's (tests/e2e/test_admission.py) apply the same documents."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from launcher.core import rules
+from launcher.api import rules
 
 BASE: dict[str, Any] = {
     "apiVersion": "tflaunch.dev/v1alpha1",

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from launcher.api import identity
+from launcher.api.spec import MultiWorkerJob
 from launcher.cli import durations, operator_jobs
 from launcher.cli.completion import job_name_argument
 from launcher.cli.dry_run import DryRunCommand, dry_run_option
@@ -33,7 +35,6 @@ from launcher.cli.wait_cmd import not_found, wait_command, wait_for_job, wait_op
 from launcher.cluster import status
 from launcher.core import contract, render, runs, workload
 from launcher.core.errors import ExitStatus, NotFound
-from launcher.core.spec import MultiWorkerJob
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster
@@ -171,7 +172,7 @@ def _submit_to_operator(
     action = operated.apply_multiworkerjob(
         cluster, document, dry_run=server_dry_run, replace=replace, program=program
     )
-    _say_applied([f"{operated.RESOURCE}/{job.name} {action}"], dry_run)
+    _say_applied([f"{identity.RESOURCE}/{job.name} {action}"], dry_run)
     if server_dry_run:
         return ExitStatus.SUCCESS
     if action == "configured":
@@ -330,7 +331,7 @@ def delete_command(
         return
     for item in deleted:
         kind, _, obj_name = item.partition("/")
-        kind = operated.RESOURCE if kind == "multiworkerjob" else kind
+        kind = identity.RESOURCE if kind == "multiworkerjob" else kind
         click.echo(f"{_kind(kind)}/{obj_name} deleted")
 
 

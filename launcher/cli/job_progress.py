@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from launcher.cluster import status as status_lib
+from launcher.core import documents, timestamps
 from launcher.core import progress as progress_lib
-from launcher.core import timestamps
 from launcher.core.errors import ClusterError
 from launcher.core.progress import Progress
-from launcher.operator import crd
-from launcher.operator import progress as operator_progress
 
 if TYPE_CHECKING:
     from launcher.cluster.client import Cluster
@@ -61,8 +59,8 @@ def from_resource(resource: Mapping[str, Any] | None) -> Seen | None:
     """The progress in a MultiWorkerJob's status."""
     if resource is None:
         return None
-    written = crd.status_from_document(resource.get("status")).progress
-    found = operator_progress.to_progress(written)
+    written = documents.status_from_document(resource.get("status")).progress
+    found = documents.to_progress(written)
     if found is None or written is None:
         return None
     return Seen(found, "status.progress", timestamps.parse_time(written.updated))

@@ -11,9 +11,10 @@ from typing import Any
 
 import click
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.cli.options import keras3_warning, spec_options, with_spec
 from launcher.core import contract, workload
-from launcher.core.spec import MultiWorkerJob, own_program
+from launcher.core.program import own_program
 from launcher.local.isolation import NETWORK_CHOICES
 
 # tflaunch local's own option for a trainer flag the spec sets (else: --set FIELD=VALUE).

@@ -14,19 +14,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from launcher.api import status as api_status
+from launcher.api.identity import API_VERSION, KIND
+from launcher.api.spec import MultiWorkerJob
 from launcher.cli import job_progress
 from launcher.cluster import status
-from launcher.core import timestamps
+from launcher.core import documents, timestamps
 from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
-from launcher.core.spec import API_VERSION, KIND, MultiWorkerJob
-from launcher.operator import conditions, crd, preemptions
 
 if TYPE_CHECKING:
     from launcher.cluster.client import Cluster
 
 POLL_SECONDS = 1.0
 """How often `wait` reads the MultiWorkerJob (one small GET)."""
-STALLED = frozenset({conditions.PODS_NOT_CREATED, conditions.ORPHANED_PODS})
+STALLED = frozenset({api_status.PODS_NOT_CREATED, api_status.ORPHANED_PODS})
 """Reasons of a group that waits for something only a person can fix: `wait` warns."""
 
 
@@ -36,12 +37,12 @@ def document_of(job: MultiWorkerJob) -> dict[str, Any]:
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": job.name, "namespace": job.namespace},
-        "spec": crd.document_of(job.spec),
+        "spec": documents.document_of(job.spec),
     }
 
 
-def status_of(resource: Mapping[str, Any]) -> crd.Status:
-    return crd.status_from_document(resource.get("status"))
+def status_of(resource: Mapping[str, Any]) -> api_status.Status:
+    return documents.status_from_document(resource.get("status"))
 
 
 def state_text(resource: Mapping[str, Any]) -> str:
@@ -68,7 +69,7 @@ def document(resource: Mapping[str, Any]) -> dict[str, Any]:
         "preemptions": current.preemptions,
         "resumedAtStep": current.resumed_at_step,
         "lastPreemptionTime": current.last_preemption_time,
-        "progress": None if progress is None else crd.document_of(progress),
+        "progress": None if progress is None else documents.document_of(progress),
         "result": dict(current.result),
     }
 
@@ -96,7 +97,7 @@ def watch_lines(resource: Mapping[str, Any]) -> dict[str, str]:
         + (f" of {limit}" if limit is not None else "")
     )
     if current.preemptions:
-        line += f", {preemptions.describe(current)}"
+        line += f", {api_status.describe_preemptions(current)}"
     lines = {"operator": line}
     training = job_progress.from_resource(resource)
     if training is not None:
@@ -170,7 +171,7 @@ def wait_for_multiworkerjob(
                 f"{current.message}")  # fmt: skip
         if current.preemptions > preempted:
             preempted = current.preemptions
-            say(f"{name}: {preemptions.describe(current)}")
+            say(f"{name}: {api_status.describe_preemptions(current)}")
         if current.reason in STALLED and current.reason != stalled:
             say(f"warning: {name}: {current.message}")  # once each time it stalls
         stalled = current.reason if current.reason in STALLED else ""

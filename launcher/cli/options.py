@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.core import program, script, validation
 from launcher.core.errors import SpecError
-from launcher.core.spec import MultiWorkerJob, load_job, parse_assignment
+from launcher.core.load import load_job
+from launcher.core.yamldoc import parse_assignment
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster

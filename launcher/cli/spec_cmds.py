@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.cli.options import spec_options, with_spec
 from launcher.core import render, tfconfig
-from launcher.core.spec import MultiWorkerJob
 
 
 @click.command("render")

@@ -17,19 +17,15 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from launcher.api import identity
 from launcher.cluster import custom
 from launcher.cluster.client import Cluster, Obj, custom_kind
 from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
-from launcher.core import spec
 from launcher.core.errors import Conflict, ExitStatus, Forbidden, NotFound, WaitTimeout
 
-PLURAL = "multiworkerjobs"
-"""The CRD's plural (`launcher.operator.crd.PLURAL` is the same; a test holds them equal)."""
-MULTIWORKERJOB = custom_kind(spec.KIND, spec.API_VERSION, PLURAL)
-RESOURCE = f"multiworkerjob.{spec.API_VERSION.partition('/')[0]}"
-"""kubectl's spelling, e.g. in `multiworkerjob.tflaunch.dev/mnist deleted`."""
+MULTIWORKERJOB = custom_kind(identity.KIND, identity.API_VERSION, identity.PLURAL)
 
 
 class OperatorOwned(Conflict):
@@ -42,7 +38,7 @@ class OperatorOwned(Conflict):
 def controller_of(obj: Mapping[str, Any]) -> str | None:
     """The name of the MultiWorkerJob that controls `obj`, or None."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        ours = ref.get("kind") == spec.KIND and ref.get("apiVersion") == spec.API_VERSION
+        ours = ref.get("kind") == identity.KIND and ref.get("apiVersion") == identity.API_VERSION
         if ours and ref.get("controller"):
             return str(ref.get("name"))
     return None
@@ -154,7 +150,7 @@ def delete_multiworkerjob(
     the MultiWorkerJob first; with `wait`, returns once all of it is gone."""
     deadline = time.monotonic() + timeout
     found = job_objects(cluster, name, namespace)
-    deleted = [f"{spec.KIND.lower()}/{name}"]
+    deleted = [f"{identity.KIND.lower()}/{name}"]
     deleted += [
         f"{o['kind'].lower()}/{o['metadata']['name']}"
         for o in [*found.jobs, *found.services, *found.network_policies, *found.pods]

@@ -14,8 +14,9 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from launcher.api import rules
 from launcher.cluster import preemptions as preemptions_lib
-from launcher.core import contract, labels, reading, rules
+from launcher.core import contract, labels, reading
 from launcher.core.timestamps import EPOCH, created_at, parse_time
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from launcher.core import labels, names
 
 if TYPE_CHECKING:  # spec imports schemas, which imports this module
-    from launcher.core.spec import MultiWorkerJob
+    from launcher.api.spec import MultiWorkerJob
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from launcher.core import rules
+from launcher.api import rules
 
 NAME = "app.kubernetes.io/name"
 """Always "tflaunch-worker": what runs in the pod."""

@@ -4,7 +4,7 @@ Each rule here stands for a refusal that would otherwise come late and confusing
 server's (int32 fields, a request above its limit, reserved keys, two mounts at one path,
 env names the launcher sets), the kernel's (one environment string over 128 KiB: "Argument
 list too long" when the container starts) or the worker's own (a non-root process cannot
-bind a port below 1024). `spec.validate` calls `check(job)`; each failure is a SpecError
+bind a port below 1024). `load.validate` calls `check(job)`; each failure is a SpecError
 naming the field and the fix.
 """
 
@@ -13,14 +13,15 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
-from launcher.core import contract, names, rules
+from launcher.api import rules
+from launcher.core import contract, names
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
 
 if TYPE_CHECKING:
-    from launcher.core.spec import JobSpec, MultiWorkerJob, Toleration
+    from launcher.api.spec import JobSpec, MultiWorkerJob, Toleration
 
-INT32_MAX = 2**31 - 1
+INT32_MAX = rules.INT32_MAX
 MAX_ARG_STRLEN = 128 * 1024
 """The kernel's limit on one argv or environment string ("NAME=value" and its NUL byte)."""
 MAX_PER_WORKER = rules.MAX_PER_WORKER

@@ -3,7 +3,7 @@
 The two are exclusive: spec.trainer configures only the built-in MNIST trainer, and args,
 rendezvousTimeoutSeconds and stallTimeoutSeconds only a program of the user's (which the
 worker wrapper runs). Mixing them is one SpecError naming the field. Called by
-`spec.validate`; kept apart so that spec.py stays the model.
+`load.validate`; kept apart so that the model (launcher.api.spec) imports none of its checks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from launcher.core import script
 from launcher.core.errors import SpecError
 
 if TYPE_CHECKING:  # spec imports this module
-    from launcher.core.spec import JobSpec
+    from launcher.api.spec import JobSpec
 
 OWN_ONLY = ("args", "rendezvous_timeout_seconds", "stall_timeout_seconds")
 """JobSpec fields that apply only to a program of the user's."""

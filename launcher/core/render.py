@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from launcher.api.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 from launcher.core import (
     contract,
     exit_policy,
@@ -30,7 +31,6 @@ from launcher.core import (
     workload,
 )
 from launcher.core.errors import RenderError, SpecError
-from launcher.core.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
 
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"

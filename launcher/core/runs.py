@@ -18,7 +18,7 @@ import dataclasses
 import datetime
 import secrets
 
-from launcher.core.spec import MultiWorkerJob
+from launcher.api.spec import MultiWorkerJob
 
 
 def new_run_id(now: datetime.datetime | None = None) -> str:

@@ -22,9 +22,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from launcher.api.spec import SCRIPT_MOUNT_PATH
 from launcher.core.errors import SpecError
 
-MOUNT_PATH = "/opt/tflaunch/script"
+MOUNT_PATH = SCRIPT_MOUNT_PATH
 """Where every worker finds the program (a read-only ConfigMap volume)."""
 MAX_BYTES = 1024 * 1024
 """A ConfigMap holds at most 1 MiB of text (all files together); larger code goes into an image
@@ -38,7 +39,7 @@ FIELD = "spec.script"
 
 
 class Program(Protocol):
-    """What `launcher.core.spec.Script` holds (the spec imports this module)."""
+    """What `launcher.api.spec.Script` holds (a Protocol: any object with these will do)."""
 
     @property
     def name(self) -> str: ...

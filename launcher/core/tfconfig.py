@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.core import contract, names
-from launcher.core.spec import MultiWorkerJob
 
 TASK_TYPE = "worker"
 INDEX_PLACEHOLDER = f"$({contract.ENV_WORKER_INDEX})"

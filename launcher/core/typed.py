@@ -1,9 +1,9 @@
 """Plain data -> typed dataclasses: how a parsed spec document becomes a `MultiWorkerJob`.
 
-Generic over the dataclasses in `launcher.core.spec`: each field's file key comes from its
+Generic over the dataclasses in `launcher.api.spec`: each field's file key comes from its
 metadata, its type from its hint (unions, literals, nested dataclasses, tuples, dicts). Any
 mismatch is a `SpecError` naming the field's path and what was expected; an unknown key gets
-a did-you-mean. The rules that relate fields to each other are in `spec.validate`.
+a did-you-mean. The rules that relate fields to each other are in `load.validate`.
 """
 
 from __future__ import annotations

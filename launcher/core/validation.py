@@ -1,9 +1,9 @@
 """The format and cross-field rules of a MultiWorkerJob, checked after typing.
 
 `launcher.core.typed` checks each value's type and bounds as the document is built into the
-dataclasses; `spec.validate` checks the header and then calls `check()` here for the rest:
+dataclasses; `load.validate` checks the header and then calls `check()` here for the rest:
 names, quantities, label keys, the trainer's arguments, the gang rules (each one also a CEL
-rule of the CRD, `launcher.core.rules`) and the limits of the API server
+rule of the CRD, `launcher.api.rules`) and the limits of the API server
 (`launcher.core.limits`). Kept apart so that spec.py stays the model.
 """
 
@@ -14,14 +14,15 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from launcher.core import labels, limits, program, rules, schemas
+from launcher.api import rules
+from launcher.core import labels, limits, program, schemas
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
 
 if TYPE_CHECKING:  # spec imports this module
-    from launcher.core.spec import JobSpec, MultiWorkerJob, Resources
+    from launcher.api.spec import JobSpec, MultiWorkerJob, Resources
 
-DNS_1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_1123_SUBDOMAIN = rules.DNS_1123_SUBDOMAIN
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_1123_SUBDOMAIN = re.compile(DNS_1123_SUBDOMAIN)
@@ -151,7 +152,7 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
 
 
 def _validate_gang(spec: JobSpec) -> None:
-    """The gang rules of `launcher.core.rules`, in Python."""
+    """The gang rules of `launcher.api.rules`, in Python."""
     broken = (
         (rules.KUEUE_INDEXED, spec.gang == "kueue" and spec.layout != "indexed"),
         (rules.KUEUE_QUEUE, spec.gang == "kueue" and spec.queue_name is None),

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.core import contract, script
 from launcher.core.errors import SpecError
-from launcher.core.spec import MultiWorkerJob, own_program
+from launcher.core.program import own_program
 
 PYTHON = "python"
 """The interpreter in the image; `tflaunch local` passes its own instead."""

@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.core import contract, reading, script, tfconfig, workload
 from launcher.core.errors import SpecError, WorkersFailed
-from launcher.core.spec import MultiWorkerJob, own_program
+from launcher.core.program import own_program
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
 from launcher.local.isolation import Isolation, isolated, network_warning

@@ -17,8 +17,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from launcher.api import identity
+from launcher.api import spec as spec_model
 from launcher.core import contract, labels, render, runs
-from launcher.core import spec as spec_model
 from launcher.core.timestamps import parse_time
 from launcher.operator import crd
 from launcher.operator.crd import Status
@@ -53,8 +54,8 @@ def spec_hash(job: spec_model.MultiWorkerJob) -> str:
 def owner_reference(resource: Mapping[str, Any]) -> dict[str, Any]:
     """Makes the MultiWorkerJob own a child: `kubectl delete mwj` deletes it too."""
     return {
-        "apiVersion": spec_model.API_VERSION,
-        "kind": spec_model.KIND,
+        "apiVersion": identity.API_VERSION,
+        "kind": identity.KIND,
         "name": name_of(resource),
         "uid": str(meta_of(resource).get("uid", "")),
         "controller": True,

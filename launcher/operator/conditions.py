@@ -10,21 +10,16 @@ import dataclasses
 import datetime
 from typing import Literal
 
+from launcher.api.status import FINISHED_PHASES as FINISHED_PHASES
+from launcher.api.status import INVALID_SPEC as INVALID_SPEC
+from launcher.api.status import NAME_CONFLICT as NAME_CONFLICT
+from launcher.api.status import ORPHANED_PODS as ORPHANED_PODS
+from launcher.api.status import PODS_NOT_CREATED as PODS_NOT_CREATED
+from launcher.api.status import REJECTED as REJECTED
+from launcher.api.status import RETRYABLE_FAILURES as RETRYABLE_FAILURES
+from launcher.api.status import Condition, Phase, Status
 from launcher.core.timestamps import format_time
 from launcher.operator import crd
-from launcher.operator.crd import Condition, Phase, Status
-
-FINISHED_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
-INVALID_SPEC = "InvalidSpec"
-NAME_CONFLICT = "NameConflict"
-REJECTED = "Rejected"
-ORPHANED_PODS = "OrphanedPods"
-"""Waiting: pods of an earlier group run without their Job (a new group would double them)."""
-PODS_NOT_CREATED = "PodsNotCreated"
-"""Waiting: the Job controller cannot create worker pods (a ResourceQuota, a webhook)."""
-RETRYABLE_FAILURES: frozenset[str] = frozenset({INVALID_SPEC, NAME_CONFLICT, REJECTED})
-"""Failed for these reasons is not final: nothing ran yet, and the operator tries again
-when the spec is fixed (or the conflicting Job is gone)."""
 
 _EXCLUSIVE = ("Running", "Restarting", "Suspended", "Succeeded", "Failed")
 

@@ -13,8 +13,8 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from launcher.api import spec as spec_model
 from launcher.core import names
-from launcher.core import spec as spec_model
 from launcher.core.reading import job_complete, terminated
 from launcher.operator import crd
 from launcher.operator.children import spec_hash

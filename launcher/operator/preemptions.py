@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from launcher.api.status import describe_preemptions as describe
 from launcher.core import reading
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import Status
@@ -56,16 +57,3 @@ def said(new: Status | None, old: Status) -> Status | None:
     if text not in new.message:
         new = dataclasses.replace(new, message=f"{new.message}; {text}")
     return None if new == old else new
-
-
-def describe(status: Status) -> str:
-    """ "preempted 2 times, resumed at step 70" ("" when never preempted)."""
-    if not status.preemptions:
-        return ""
-    times = "once" if status.preemptions == 1 else f"{status.preemptions} times"
-    where = (
-        f"resumed at step {status.resumed_at_step}"
-        if status.resumed_at_step is not None
-        else "resumed from the last checkpoint"
-    )
-    return f"preempted {times} (every worker saved first; not a restart), {where}"

@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 
 from launcher.core import progress as progress_lib
+from launcher.core.documents import to_progress as to_progress
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import ProgressStatus, Status
 from launcher.operator.objects import chief_pod, name_of, terminating
@@ -77,13 +78,3 @@ def refreshed(
     if (status or old).phase != "Running":
         return status, requeue_after
     return status, min(requeue_after or PROGRESS_REFRESH_SECONDS, PROGRESS_REFRESH_SECONDS)
-
-
-def to_progress(status: ProgressStatus | None) -> progress_lib.Progress | None:
-    """status.progress back as the core's Progress (for `tflaunch wait`/`status`)."""
-    if status is None or status.epoch < 1 or status.epochs < 1:
-        return None
-    return progress_lib.Progress(
-        status.epoch, status.epochs, status.step, status.steps, status.loss,
-        status.images_per_sec, status.eta_seconds,
-    )  # fmt: skip

@@ -32,8 +32,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from launcher.core import labels
-from launcher.core import spec as spec_model
+from launcher.api.status import describe_preemptions
+from launcher.core import labels, load
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
@@ -83,7 +83,7 @@ def decide(observed: Observed) -> Plan:
         return Plan()  # the API server refused this spec's objects: wait for an edit
     jobs, pods = owned(observed)
     try:
-        job = spec_model.job_from_document(trimmed(resource))
+        job = load.job_from_document(trimmed(resource))
     except SpecError as error:
         return _invalid_spec(observed, old, jobs, error)
     plan = _run(observe(observed, job, old, jobs, pods))
@@ -96,7 +96,7 @@ def decide(observed: Observed) -> Plan:
 def rejected(observed: Observed, error: str) -> Plan:
     """The API server refused to create a child (422): Failed until the spec is edited.
 
-    The spec passed `spec.validate`, but something only the server checks did not (a
+    The spec passed `load.validate`, but something only the server checks did not (a
     toleration's fields, an admission webhook); creating it again would fail the same way.
     """
     old = crd.status_from_document(observed.resource.get("status"))
@@ -146,7 +146,7 @@ def _after_finish(observed: Observed, old: Status) -> Plan:
 
 def _ttl(resource: Mapping[str, Any]) -> int | None:
     try:
-        return spec_model.job_from_document(trimmed(resource)).spec.ttl_seconds_after_finished
+        return load.job_from_document(trimmed(resource)).spec.ttl_seconds_after_finished
     except SpecError:
         raw = (resource.get("spec") or {}).get("ttlSecondsAfterFinished")
         return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
@@ -186,7 +186,7 @@ def _run(g: Group) -> Plan:
     status = preemptions.record(g.status, g.pods, g.job.spec.termination_grace_period_seconds)
     recorded = status != g.status
     plan = _run_group(dataclasses.replace(g, status=status) if recorded else g)
-    events = (Event("Normal", "Preempted", preemptions.describe(status)),) if recorded else ()
+    events = (Event("Normal", "Preempted", describe_preemptions(status)),) if recorded else ()
     new = preemptions.said(plan.status, g.old)
     return dataclasses.replace(plan, status=new, events=(*events, *plan.events))
 

@@ -18,8 +18,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from launcher.api.spec import MultiWorkerJob
 from launcher.core.errors import SpecError
-from launcher.core.spec import MultiWorkerJob
 
 ANY = "*"
 """In a list: every value is allowed."""

@@ -7,7 +7,7 @@ import pytest
 
 from launcher.cli.main import cli, run
 from launcher.core.errors import SpecError
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 
 EXAMPLE = "examples/mnist.yaml"
 

@@ -15,7 +15,7 @@ from kubernetes import client
 from launcher.cli import main as cli
 from launcher.cluster import apply
 from launcher.cluster.client import Cluster
-from launcher.core import render, spec
+from launcher.core import load, render
 from tests.cluster.fakeapi import FakeKubernetes
 from tests.cluster.objects import pod_for
 
@@ -90,7 +90,7 @@ def tflaunch(kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> Callable[.
 def job_objects(**overrides: Any) -> list[dict[str, Any]]:
     """The embedded default job (mnist, 2 workers, indexed), rendered; `spec.x=...` overrides."""
     pairs = [(k.replace("__", "."), v) for k, v in overrides.items()]
-    return render.render(spec.load_job(None, pairs))
+    return render.render(load.load_job(None, pairs))
 
 
 def submit(cluster: Cluster, **overrides: Any) -> list[dict[str, Any]]:

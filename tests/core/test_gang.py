@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core import gang, render, rules
+from launcher.api import rules
+from launcher.core import gang, render
 from launcher.core.errors import SpecError
-from launcher.core.spec import job_from_document
+from launcher.core.load import job_from_document
 from tests import rule_cases
 
 

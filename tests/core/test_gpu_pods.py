@@ -6,7 +6,7 @@ import pytest
 
 from launcher.core import render
 from launcher.core.errors import SpecError
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 
 EXAMPLE = "examples/mnist.yaml"
 GPU = [("spec.gpusPerWorker", 2), ("spec.trainer.globalBatchSize", 256)]

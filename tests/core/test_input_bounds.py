@@ -12,7 +12,8 @@ import pytest
 
 from launcher.cli.main import run
 from launcher.core.errors import SpecError, printable
-from launcher.core.spec import load_job, parse_assignment
+from launcher.core.load import load_job
+from launcher.core.yamldoc import parse_assignment
 
 EXAMPLE = "examples/mnist.yaml"
 SCRIPT = {"name": "train.py", "source": "print(1)\n"}

@@ -11,7 +11,7 @@ import yaml
 from launcher.cli.main import run
 from launcher.core import contract, render, script
 from launcher.core.errors import SpecError
-from launcher.core.spec import job_from_document, load_job
+from launcher.core.load import job_from_document, load_job
 
 EXAMPLE = "examples/mnist.yaml"
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from launcher.cli.main import run
 from launcher.core.errors import SpecError
-from launcher.core.spec import default_document, job_from_document
+from launcher.core.load import job_from_document
+from launcher.core.yamldoc import default_document
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 

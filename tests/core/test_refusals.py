@@ -7,7 +7,8 @@ import pytest
 from launcher.cli.main import run
 from launcher.core import render
 from launcher.core.errors import SpecError
-from launcher.core.spec import load_job, parse_assignment
+from launcher.core.load import load_job
+from launcher.core.yamldoc import parse_assignment
 
 EXAMPLE = "examples/mnist.yaml"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from launcher.core.load import load_job
 from launcher.core.render import render, to_json, to_yaml
-from launcher.core.spec import load_job
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden"

@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from launcher.core import runs, spec, workload
+from launcher.api import spec
+from launcher.core import load, runs, workload
 
 
 def _job(**checkpoint: object) -> spec.MultiWorkerJob:
-    job = spec.load_job("examples/mnist.yaml")
+    job = load.load_job("examples/mnist.yaml")
     point = dataclasses.replace(job.spec.checkpoint, **checkpoint)
     return dataclasses.replace(job, spec=dataclasses.replace(job.spec, checkpoint=point))
 
@@ -29,7 +30,7 @@ def test_a_new_run_id_sorts_by_time_and_is_a_valid_spec_value() -> None:
     run = runs.new_run_id(moment)
 
     assert run.startswith("20261130-174512-") and len(run) == len("20261130-174512-3f2a")
-    job = spec.load_job("examples/mnist.yaml", [("spec.checkpoint.run", run)])
+    job = load.load_job("examples/mnist.yaml", [("spec.checkpoint.run", run)])
     assert job.spec.checkpoint.run == run
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from launcher.cli.main import run
 from launcher.core.errors import SpecError
-from launcher.core.spec import default_document, load_job
+from launcher.core.load import load_job
+from launcher.core.yamldoc import default_document
 
 EXAMPLE = "examples/mnist.yaml"
 
@@ -153,7 +154,7 @@ def test_render_works_with_flags_alone(capsys):
 
 @pytest.mark.parametrize("key", ["\n", "a\tb", "x\x00"])
 def test_an_unknown_key_that_is_not_printable_is_named_on_one_line(key):
-    from launcher.core.spec import job_from_document
+    from launcher.core.load import job_from_document
 
     document = default_document()
     document["spec"][key] = None

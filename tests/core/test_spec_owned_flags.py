@@ -9,7 +9,7 @@ import pytest
 
 from launcher.core import render
 from launcher.core.errors import SpecError
-from launcher.core.spec import job_from_document
+from launcher.core.load import job_from_document
 
 
 def _job(extra_args):

@@ -8,7 +8,7 @@ import pytest
 
 from launcher.core import workload
 from launcher.core.errors import SpecError
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 
 EXAMPLE = "examples/mnist.yaml"
 

@@ -17,7 +17,7 @@ import pytest
 
 from launcher.cli.main import run
 from launcher.core import labels, render, tensorboard
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 
 
 def _worker_job(**sets: object) -> dict:

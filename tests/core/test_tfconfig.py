@@ -7,8 +7,8 @@ import json
 import pytest
 
 from launcher.core import tfconfig
+from launcher.core.load import load_job
 from launcher.core.render import render
-from launcher.core.spec import load_job
 from tests.core.k8s_emulation import container_env, pod_fqdn, pods_of_job
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.core import rules
+from launcher.api import rules
 from tests import rule_cases
 from tests.e2e.conftest import ROOT, ControlPlane
 

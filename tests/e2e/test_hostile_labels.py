@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from launcher.core import render
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 from tests.e2e.conftest import ControlPlane
 
 pytestmark = pytest.mark.e2e

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from launcher.core import render
 from launcher.core.errors import SpecError
-from launcher.core.spec import job_from_document
+from launcher.core.load import job_from_document
 
 NAMESPACES = ("tfl-prop-a", "tfl-prop-" + "n" * 54)
 """Created by the test (the longest one is 63 characters, as long as a namespace can be)."""

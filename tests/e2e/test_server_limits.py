@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from launcher.api.spec import Checkpoint, Script
 from launcher.core import render
+from launcher.core.load import load_job
 from launcher.core.script import MOUNT_PATH as SCRIPT_MOUNT
-from launcher.core.spec import Checkpoint, Script, load_job
 from tests.e2e.conftest import ControlPlane, write_spec
 
 pytestmark = pytest.mark.e2e

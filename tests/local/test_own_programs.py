@@ -365,7 +365,7 @@ def test_a_tutorial_layout_program_killed_mid_epoch_is_named_by_its_signal(tmp_p
 def test_a_local_run_writes_the_programs_layout_and_removes_only_its_own_stale_files(
     tmp_path: Path,
 ) -> None:
-    from launcher.core.spec import load_job
+    from launcher.core.load import load_job
     from launcher.local import runner
 
     root = tmp_path / "prog"

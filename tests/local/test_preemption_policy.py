@@ -6,7 +6,7 @@ import pytest
 
 from launcher.core import contract
 from launcher.core.errors import SpecError
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 from launcher.local.runner import Attempt, describe_preemption, next_step
 
 P = contract.EXIT_PREEMPTED

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.core import contract, progress
-from launcher.core.spec import load_job
+from launcher.core.load import load_job
 from launcher.local import runner
 from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from launcher.api.spec import Script
 from launcher.core.errors import SpecError
-from launcher.core.spec import Script, load_job
+from launcher.core.load import load_job
 from launcher.local import runner
 
 

@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from launcher.core import rules, spec
+from launcher.api import identity, rules, spec
+from launcher.core import load
 from launcher.operator import crd
 from tests.operator.sim import Cluster, resource, result_log
 
@@ -189,20 +190,20 @@ def test_field_bounds_come_from_the_spec_model():
     )  # fmt: skip
     assert properties["trainer"]["properties"]["epochs"]["minimum"] == 1
     assert properties["queueName"]["maxLength"] == 63
-    assert properties["schedulerName"]["pattern"] == spec.DNS_1123_SUBDOMAIN
+    assert properties["schedulerName"]["pattern"] == rules.DNS_1123_SUBDOMAIN
 
 
 def test_the_api_servers_defaults_give_the_same_job_as_the_spec_loaders():
     minimal = {
-        "apiVersion": spec.API_VERSION,
-        "kind": spec.KIND,
+        "apiVersion": identity.API_VERSION,
+        "kind": identity.KIND,
         "metadata": {"name": "mnist", "namespace": "default"},
         "spec": {"image": "tflaunch-trainer:0.1.0", "resources": {"limits": {"cpu": "3"}}},
     }
     stored = apply_defaults(_open_api(), minimal)
     assert stored["spec"]["trainer"]["epochs"] == 3
     assert stored["spec"]["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
-    assert spec.job_from_document(stored) == spec.job_from_document(minimal)
+    assert load.job_from_document(stored) == load.job_from_document(minimal)
     _validator().validate(stored)
 
 

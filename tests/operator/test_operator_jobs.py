@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.api import identity
 from launcher.cli.operator_jobs import document_of, state_text
 from launcher.cluster import operated
-from launcher.core import spec
+from launcher.core import load
 from launcher.operator import crd
 
 
 def test_the_cli_names_the_resource_as_the_crd_does() -> None:
-    assert (operated.PLURAL, operated.MULTIWORKERJOB.api_version) == (crd.PLURAL, crd.API_VERSION)
+    kind = operated.MULTIWORKERJOB
+    assert (kind.plural, kind.api_version, kind.kind) == (crd.PLURAL, crd.API_VERSION, crd.KIND)
 
 
 @pytest.mark.parametrize(
@@ -26,13 +28,13 @@ def test_the_cli_names_the_resource_as_the_crd_does() -> None:
 def test_the_applied_document_reads_back_as_the_same_job(
     overrides: list[tuple[str, object]],
 ) -> None:
-    job = spec.load_job("examples/mnist.yaml", overrides)
+    job = load.load_job("examples/mnist.yaml", overrides)
 
-    assert spec.job_from_document(document_of(job)) == job
+    assert load.job_from_document(document_of(job)) == job
 
 
 def test_a_job_is_controlled_by_a_multiworkerjob_only_through_a_controller_reference() -> None:
-    ref = {"apiVersion": spec.API_VERSION, "kind": spec.KIND, "name": "m", "uid": "u"}
+    ref = {"apiVersion": identity.API_VERSION, "kind": identity.KIND, "name": "m", "uid": "u"}
     assert (
         operated.controller_of({"metadata": {"ownerReferences": [{**ref, "controller": True}]}})
         == "m"

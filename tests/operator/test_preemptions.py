@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime
 
+from launcher.api.status import describe_preemptions
 from launcher.core import contract
 from launcher.core.timestamps import format_time
 from launcher.operator import crd, preemptions
@@ -46,7 +47,7 @@ def test_the_workers_of_one_preemption_count_once_and_counting_again_changes_not
     later = [*pods, _pod("w0-b", T0 + 120 * s, message=SAVED.replace("70", "95"))]
     twice = preemptions.record(once, later, grace_seconds=60)
     assert (twice.preemptions, twice.resumed_at_step) == (2, 95)
-    assert preemptions.describe(twice) == (
+    assert describe_preemptions(twice) == (
         "preempted 2 times (every worker saved first; not a restart), resumed at step 95"
     )
 
@@ -54,7 +55,7 @@ def test_the_workers_of_one_preemption_count_once_and_counting_again_changes_not
 def test_other_exits_are_not_preemptions():
     pods = [_pod("w0", T0, code=1), _pod("w1", T0, code=137), _pod("w2", T0, code=0)]
     assert preemptions.record(crd.Status(), pods, grace_seconds=60) == crd.Status()
-    assert preemptions.describe(crd.Status()) == ""
+    assert describe_preemptions(crd.Status()) == ""
 
 
 def _preempt(cluster: Cluster, suffix: str) -> None:

@@ -6,8 +6,7 @@ import datetime
 
 import pytest
 
-from launcher.core import contract, labels, render
-from launcher.core import spec as spec_model
+from launcher.core import contract, labels, load, render
 from launcher.operator import crd, progress
 from launcher.operator.children import children, trimmed
 from launcher.operator.objects import parse_result
@@ -46,7 +45,7 @@ def test_a_new_job_creates_the_rendered_objects_owned_by_the_resource():
 
 def test_the_children_are_the_cli_render_with_retries_left_to_the_operator():
     body = resource({"activeDeadlineSeconds": 3600})
-    job = spec_model.job_from_document(trimmed(body))
+    job = load.job_from_document(trimmed(body))
     rendered = render.render(job)
     adapted = children(job, body, restarts=2, deadline_seconds=1200)
     assert [o["kind"] for o in adapted] == [o["kind"] for o in rendered]

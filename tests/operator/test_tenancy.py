@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from launcher.core import spec as spec_model
+from launcher.api import spec as spec_model
+from launcher.core import load
 from launcher.core.errors import SpecError
 from launcher.operator.observe import Observed
 from launcher.operator.reconcile import decide
@@ -18,7 +19,7 @@ CHART = Allowlist.parse("", "nvidia.com/gpu", "kubernetes.io/arch,nvidia.com/gpu
 
 
 def _job(**spec: Any) -> spec_model.MultiWorkerJob:
-    return spec_model.job_from_document({**resource(spec), "metadata": {"name": "mnist"}})
+    return load.job_from_document({**resource(spec), "metadata": {"name": "mnist"}})
 
 
 @pytest.mark.parametrize(

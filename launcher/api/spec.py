@@ -1,33 +1,24 @@
-"""The job spec: one typed model of a MultiWorkerJob, loaded and validated in one place.
+"""The job spec: one typed model of a MultiWorkerJob (types only).
 
 The file format is Kubernetes-shaped (`apiVersion: tflaunch.dev/v1alpha1`, `kind:
 MultiWorkerJob`) so that the same file can be rendered by the CLI or applied to the
 operator. Field names in files are camelCase; each dataclass field carries its file key and
 a one-line doc in its metadata, which is also what the CRD schema is generated from.
 
-Everything a user can get wrong is caught here, as a `SpecError` naming the field and the
-fix, before anything is rendered or applied: types by `launcher.core.typed` as the document
-is built into the dataclasses, everything else by `validate()` (its rules are in
-`launcher.core.validation`).
+Loading and validation live apart, in `launcher.core.load`: everything a user can get wrong
+is caught there, as a `SpecError` naming the field and the fix, before anything is rendered
+or applied (types by `launcher.core.typed` as the document is built into these dataclasses,
+the rest by `launcher.core.validation`). Each field's bounds here come from
+`launcher.api.rules`, the table the CRD's schema and the checks share.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
-from launcher.core import limits, rules, typed, validation, yamldoc
-from launcher.core import script as script_file
-from launcher.core.errors import SpecError
-from launcher.core.program import own_program as own_program
-from launcher.core.validation import DNS_1123_SUBDOMAIN as DNS_1123_SUBDOMAIN
-from launcher.core.yamldoc import default_document as default_document
-from launcher.core.yamldoc import parse_assignment as parse_assignment
-
-API_VERSION = "tflaunch.dev/v1alpha1"
-KIND = "MultiWorkerJob"
+from launcher.api import rules
+from launcher.api.identity import API_VERSION, KIND
 
 METADATA_ADDRESS = "169.254.169.254"
 """The cloud metadata service (instance credentials on AWS, GCP, Azure)."""
@@ -40,7 +31,10 @@ leaves room for a bigger model or a slower volume, while a node drain still goes
 
 MAX_NAME_LENGTH = rules.MAX_NAME_LENGTH
 MAX_WORKERS = rules.MAX_WORKERS
-INT32_MAX = limits.INT32_MAX
+INT32_MAX = rules.INT32_MAX
+DNS_1123_SUBDOMAIN = rules.DNS_1123_SUBDOMAIN
+SCRIPT_MOUNT_PATH = "/opt/tflaunch/script"
+"""Where a spec.script's files are mounted in each worker."""
 _NAME = {"pattern": DNS_1123_SUBDOMAIN, "maxLength": 253}
 
 
@@ -266,7 +260,7 @@ class JobSpec:
     script: Script | None = _field(
         "script",
         f"Your own program, stored in a ConfigMap owned by the job and mounted read-only at "
-        f"{script_file.MOUNT_PATH}/ (its files keep their layout); runs as `python` NAME "
+        f"{SCRIPT_MOUNT_PATH}/ (its files keep their layout); runs as `python` NAME "
         "unless spec.command is set. The tflaunch CLI also takes a path (relative to the spec "
         "file): a file (with the modules beside it that it imports) or a directory (all its "
         "files; the entry is main.py).",
@@ -413,38 +407,3 @@ class MultiWorkerJob:
     def replicas(self) -> int:
         """Replicas in sync across the job: one per GPU, or one per CPU-only worker."""
         return self.spec.workers * max(1, self.spec.gpus_per_worker)
-
-
-# --- Loading: YAML -> plain data -> overrides -> typed model -> validation -------------------
-
-
-def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> MultiWorkerJob:
-    """Read, override, type and validate a job spec. Raises SpecError on any bad input."""
-    document = yamldoc.read_document(path)
-    yamldoc.apply_overrides(document, overrides)
-    base = Path(path).parent if path not in (None, "-") else Path.cwd()
-    script_file.expand_path(document, base)
-    return job_from_document(document)
-
-
-def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
-    """Type and validate plain data (a parsed file, or a custom resource's body)."""
-    spec = document.get("spec")
-    if isinstance(spec, Mapping) and isinstance(spec.get("script"), str):
-        raise SpecError(
-            "spec.script",
-            "a path works only with the tflaunch CLI; a MultiWorkerJob holds {name, source} "
-            "(`tflaunch render --script FILE` writes it out)",
-        )
-    job = typed.build(MultiWorkerJob, document, "")
-    validate(job)
-    return job
-
-
-def validate(job: MultiWorkerJob) -> None:
-    """Check every cross-field and format rule; raise the first SpecError found."""
-    if job.api_version != API_VERSION:
-        raise SpecError("apiVersion", f"must be {API_VERSION}, got {job.api_version!r}")
-    if job.kind != KIND:
-        raise SpecError("kind", f"must be {KIND}, got {job.kind!r}")
-    validation.check(job)

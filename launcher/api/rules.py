@@ -2,18 +2,24 @@
 
 A rule is a CEL expression, the field it is reported on and its message. The CRD carries
 each one as an `x-kubernetes-validations` entry, so `kubectl apply` of a bad MultiWorkerJob
-is refused by the API server; `spec.validate` checks the same condition in Python and raises
-a `SpecError` on the same field whose text starts with the same message (then adds the
-numbers of the case at hand). A test applies a violation of every rule to a real API server
-and compares both texts.
+is refused by the API server; `launcher.core.load.validate` checks the same condition in
+Python and raises a `SpecError` on the same field whose text starts with the same message
+(then adds the numbers of the case at hand). A test applies a violation of every rule to a
+real API server and compares both texts.
 
-Pure data, imported by `launcher.core.limits` and `launcher.core.spec`.
+Pure data, imported by `launcher.api.spec` (the bounds of its fields) and by the checks in
+`launcher.core`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Literal
+
+INT32_MAX = 2**31 - 1
+"""The largest value of a field the API server stores as int32."""
+DNS_1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""Kubernetes' pattern for a DNS-1123 subdomain (names of service accounts, classes...)."""
 
 MAX_NAME_LENGTH = 63
 """Every generated object name and pod hostname must fit a DNS-1123/1035 label."""
@@ -154,4 +160,4 @@ RULES: tuple[Rule, ...] = (
     VOLCANO_SCHEDULER,
     METADATA_EGRESS,
 )
-"""Every rule the CRD carries; `spec.validate` checks each one too."""
+"""Every rule the CRD carries; `launcher.core.load.validate` checks each one too."""

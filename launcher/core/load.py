@@ -1,0 +1,52 @@
+"""Loading a job spec: YAML -> plain data -> overrides -> typed model -> validation.
+
+Kept apart from the types (`launcher.api.spec`) so that the model imports none of its
+checks. Everything a user can get wrong is caught here, as a `SpecError` naming the field
+and the fix, before anything is rendered or applied: types by `launcher.core.typed` as the
+document is built into the dataclasses, everything else by `validate()` (its rules are in
+`launcher.core.validation` and `launcher.core.limits`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from launcher.api.identity import API_VERSION, KIND
+from launcher.api.spec import MultiWorkerJob
+from launcher.core import script as script_file
+from launcher.core import typed, validation, yamldoc
+from launcher.core.errors import SpecError
+
+
+def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> MultiWorkerJob:
+    """Read, override, type and validate a job spec. Raises SpecError on any bad input."""
+    document = yamldoc.read_document(path)
+    yamldoc.apply_overrides(document, overrides)
+    base = Path(path).parent if path not in (None, "-") else Path.cwd()
+    script_file.expand_path(document, base)
+    return job_from_document(document)
+
+
+def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
+    """Type and validate plain data (a parsed file, or a custom resource's body)."""
+    spec = document.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("script"), str):
+        raise SpecError(
+            "spec.script",
+            "a path works only with the tflaunch CLI; a MultiWorkerJob holds {name, source} "
+            "(`tflaunch render --script FILE` writes it out)",
+        )
+    job = typed.build(MultiWorkerJob, document, "")
+    validate(job)
+    return job
+
+
+def validate(job: MultiWorkerJob) -> None:
+    """Check every cross-field and format rule; raise the first SpecError found."""
+    if job.api_version != API_VERSION:
+        raise SpecError("apiVersion", f"must be {API_VERSION}, got {job.api_version!r}")
+    if job.kind != KIND:
+        raise SpecError("kind", f"must be {KIND}, got {job.kind!r}")
+    validation.check(job)
