@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from launcher.api import rules
-from launcher.core import contract, names
+from launcher.core import contract, names, pod_env
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
 
@@ -39,18 +39,6 @@ ANNOTATIONS_BUDGET = 256 * 1024 - 8 * 1024
 """Bytes of spec.annotations (keys and values): the API server refuses more than 256 KiB of
 annotations on one object, and tflaunch adds its own."""
 
-ENV_SET_BY: dict[str, str] = {
-    "HOME": "set by tflaunch to /tmp (the root filesystem is read-only)",
-    contract.ENV_TF_CONFIG: (
-        "set by tflaunch from metadata.name, metadata.namespace, spec.workers, spec.port "
-        "and spec.clusterDomain"
-    ),
-    contract.ENV_WORKER_INDEX: "set by tflaunch from each pod's completion index",
-    contract.ENV_LEGACY_KERAS: "always 1, set by tflaunch: MWMS needs tf-keras",
-    contract.ENV_DATA: "set it with spec.trainer.dataPath",
-    contract.ENV_RESTARTS: "set by tflaunch to the number of group restarts so far",
-}
-"""Environment variables the launcher sets, and which field (or what) sets each."""
 ENV_PREFIX = "TFLAUNCH_"
 ENV_ALLOWED = frozenset({contract.ENV_LOG_LEVEL})
 """TFLAUNCH_* names a user may set: TFLAUNCH_LOG_LEVEL=debug shows TensorFlow's own logs."""
@@ -80,7 +68,7 @@ def check(job: MultiWorkerJob) -> None:
     """Every limit rule but `check_int32` (which comes first); raise the first SpecError."""
     spec = job.spec
     check_port(spec.port)
-    check_env_names(spec.env)
+    check_env_names(spec.env, pod_env.reserved(job))
     check_requests_within_limits(spec)
     for field_key, mapping in (("labels", spec.labels), ("annotations", spec.annotations)):
         check_reserved_keys(f"spec.{field_key}", mapping)
@@ -102,11 +90,12 @@ def check_port(port: int) -> None:
         raise SpecError(rules.PORT_RANGE.field, f"{rules.PORT_RANGE.message}; got {port}")
 
 
-def check_env_names(env: dict[str, str]) -> None:
+def check_env_names(env: dict[str, str], reserved: dict[str, str]) -> None:
+    """`reserved`: what tflaunch sets, and why (`pod_env.reserved`, derived from render)."""
     for name in env:
         where = f"spec.env.{name}"
-        if name in ENV_SET_BY:
-            raise SpecError(where, f"is {ENV_SET_BY[name]}; remove it")
+        if name in reserved:
+            raise SpecError(where, f"is {reserved[name]}; remove it")
         if name.startswith(ENV_PREFIX) and name not in ENV_ALLOWED:
             allowed = ", ".join(sorted(ENV_ALLOWED))
             raise SpecError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +26,14 @@ from launcher.core import (
     labels,
     limits,
     names,
+    pod_env,
     script,
-    tfconfig,
     workload,
 )
 from launcher.core.errors import RenderError, SpecError
 
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"
-COMPLETION_INDEX_FIELD = f"metadata.annotations['{labels.COMPLETION_INDEX}']"
 
 K8sObject = dict[str, Any]
 
@@ -95,8 +94,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def render(job: MultiWorkerJob) -> list[K8sObject]:
-    """Every object of `job`, in apply order: Service, NetworkPolicy, PodGroup, Job(s)."""
+def render(
+    job: MultiWorkerJob,
+    *,
+    backoff_limit: int | None = None,
+    restarts: int | None = None,
+    owner: Mapping[str, Any] | None = None,
+    job_annotations: Mapping[str, str] | None = None,
+) -> list[K8sObject]:
+    """Every object of `job`, in apply order: Service, NetworkPolicy, PodGroup, Job(s).
+
+    The operator, which restarts the group itself, renders the same objects with
+    `backoff_limit` (each Job's, instead of spec.backoffLimit), `restarts` (the group's
+    restarts so far, in $TFLAUNCH_RESTARTS), `owner` (an ownerReference on every object) and
+    `job_annotations` (on each Job).
+    """
     context = _job_context(job)
     objects = [_render_one("service.yaml.j2", context)]
     if job.spec.script is not None:
@@ -106,16 +118,20 @@ def render(job: MultiWorkerJob) -> list[K8sObject]:
     group = gang.pod_group(job)
     if group is not None:  # before the Jobs: the gang scheduler waits for it to place pods
         objects.append(check_object(group, "gang.pod_group"))
-    if job.spec.layout == "indexed":
-        objects.append(_render_one("job.yaml.j2", {**context, **_worker_context(job, None)}))
-    else:
-        for index in range(job.spec.workers):
-            objects.append(_render_one("job.yaml.j2", {**context, **_worker_context(job, index)}))
+    indices: list[int | None] = (
+        [None] if job.spec.layout == "indexed" else list(range(job.spec.workers))
+    )
+    for index in indices:
+        worker = _worker_context(job, index, backoff_limit, restarts)
+        objects.append(_render_one("job.yaml.j2", {**context, **worker}))
+    extra = dict(job_annotations or {})
     if job.spec.checkpoint.run:  # so that a resubmit can keep it (`launcher.core.runs`)
-        for obj in objects:
-            if obj["kind"] == "Job":
-                annotations = obj["metadata"].setdefault("annotations", {})
-                annotations[labels.CHECKPOINT_RUN] = job.spec.checkpoint.run
+        extra[labels.CHECKPOINT_RUN] = job.spec.checkpoint.run
+    for obj in objects:
+        if obj["kind"] == "Job" and extra:
+            obj["metadata"].setdefault("annotations", {}).update(extra)
+        if owner is not None:
+            obj["metadata"]["ownerReferences"] = [dict(owner)]
     return objects
 
 
@@ -181,7 +197,9 @@ def _container_command(job: MultiWorkerJob) -> dict[str, list[str]]:
     return {"container_command": argv[:wrapper], "container_args": argv[wrapper:]}
 
 
-def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
+def _worker_context(
+    job: MultiWorkerJob, index: int | None, backoff_limit: int | None, restarts: int | None
+) -> dict[str, Any]:
     """What differs between the indexed Job and each per-worker Job."""
     pod_labels = {
         **job.spec.labels,
@@ -190,24 +208,16 @@ def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
         labels.NAME: labels.APP_NAME,
         labels.COMPONENT: "worker",
     }
-    cluster = tfconfig.cluster_spec(tfconfig.job_addresses(job))
     if index is None:
-        index_env: dict[str, Any] = {
-            "name": contract.ENV_WORKER_INDEX,
-            "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}},
-        }
         job_name = names.indexed_job_name(job.name)
-        backoff_limit = job.spec.backoff_limit * job.spec.workers  # a group failure fails N pods
+        limit = job.spec.backoff_limit * job.spec.workers  # a group failure fails N pods
     else:
-        index_env = {"name": contract.ENV_WORKER_INDEX, "value": str(index)}
         job_name = names.per_worker_job_name(job.name, index)
         pod_labels[labels.WORKER_INDEX] = str(index)
-        backoff_limit = job.spec.backoff_limit
+        limit = job.spec.backoff_limit
     env = [
-        index_env,  # must come before TF_CONFIG: Kubernetes expands $(WORKER_INDEX) in order
-        {"name": contract.ENV_TF_CONFIG, "value": tfconfig.tf_config_json(cluster, index)},
-        {"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
-        *({"name": k, "value": v} for k, v in workload.trainer_env(job).items()),
+        *(e.entry() for e in pod_env.tflaunch_env(job, index, restarts)),
+        *({"name": k, "value": v} for k, v in job.spec.env.items()),
     ]
     return {
         "worker_index": index,
@@ -215,7 +225,7 @@ def _worker_context(job: MultiWorkerJob, index: int | None) -> dict[str, Any]:
         "hostname": None if index is None else names.worker_hostname(job.name, index),
         "pod_labels": pod_labels,
         "env": env,
-        "backoff_limit": backoff_limit,
+        "backoff_limit": limit if backoff_limit is None else backoff_limit,
     }
 
 

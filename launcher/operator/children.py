@@ -1,10 +1,10 @@
-"""The children the operator creates: `render.render(job)`, owned by the MultiWorkerJob and
-adapted to a group that the operator (not Kubernetes) restarts.
+"""The children the operator creates: `render.render(job, ...)`, owned by the MultiWorkerJob,
+for a group that the operator (not Kubernetes) restarts.
 
-Why adapted: the operator restarts the whole worker group, so each Job gets backoffLimit 0
-and the restart count; the operator's TTL deletes the resource and with it everything, so
-the Jobs get none; the deadline left is carried over a restart. `spec_hash` records what
-the Jobs were rendered from, so that a spec edit is noticed.
+Why other arguments: the operator restarts the whole worker group, so each Job gets
+backoffLimit 0 and the restart count; the operator's TTL deletes the resource and with it
+everything, so the Jobs get none; the deadline left is carried over a restart. `spec_hash`
+records what the Jobs were rendered from, so that a spec edit is noticed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from launcher.api import identity
 from launcher.api import spec as spec_model
-from launcher.core import contract, labels, render, runs
+from launcher.core import labels, render, runs
 from launcher.core.timestamps import parse_time
 from launcher.operator import crd
 from launcher.operator.crd import Status
@@ -69,39 +69,33 @@ def children(
     restarts: int,
     deadline_seconds: int | None,
 ) -> list[K8sObject]:
-    """`render.render(job)`, adapted to a group restarted by the operator.
+    """`render.render(job)` for a group restarted by the operator.
 
-    Each object gets an ownerReference to the MultiWorkerJob. Each Job gets backoffLimit 0
-    (the operator restarts the whole group; the podFailurePolicy stays, so a config error
-    still fails the Job at once), no TTL (the operator's TTL deletes the resource and with
-    it everything), the remaining deadline, and the restart count in $TFLAUNCH_RESTARTS.
+    Each object is owned by the MultiWorkerJob. Each Job gets backoffLimit 0 (the operator
+    restarts the whole group; the podFailurePolicy stays, so a config error still fails the
+    Job at once), no TTL (the operator's TTL deletes the resource and with it everything),
+    the remaining deadline, and the restart count in $TFLAUNCH_RESTARTS.
     """
     # The resource's uid is the run: every group restart resumes it, a new MultiWorkerJob
     # of the same name does not (unless spec.checkpoint.run names an earlier run).
-    objects = render.render(runs.with_run(job, str(meta_of(resource).get("uid") or "")))
-    owner = owner_reference(resource)
-    for obj in objects:
-        obj["metadata"]["ownerReferences"] = [owner]
-        if obj["kind"] != "Job":
-            continue
-        job_spec = obj["spec"]
-        job_spec["backoffLimit"] = 0
-        job_spec.pop("ttlSecondsAfterFinished", None)
-        job_spec.pop("activeDeadlineSeconds", None)
-        if deadline_seconds is not None:
-            job_spec["activeDeadlineSeconds"] = deadline_seconds
-        obj["metadata"].setdefault("annotations", {}).update(
-            {
-                labels.SPEC_HASH: spec_hash(job),
-                labels.SUSPEND_REQUESTED: bool_text(job.spec.suspend),
-                labels.GROUP_RESTARTS: str(restarts),
-            }
-        )
-        for container in job_spec["template"]["spec"]["containers"]:
-            env = [e for e in container.get("env", []) if e.get("name") != contract.ENV_RESTARTS]
-            env.append({"name": contract.ENV_RESTARTS, "value": str(restarts)})
-            container["env"] = env
-    return objects
+    run = runs.with_run(job, str(meta_of(resource).get("uid") or ""))
+    group = dataclasses.replace(
+        run,
+        spec=dataclasses.replace(
+            run.spec, ttl_seconds_after_finished=None, active_deadline_seconds=deadline_seconds
+        ),
+    )
+    return render.render(
+        group,
+        backoff_limit=0,
+        restarts=restarts,
+        owner=owner_reference(resource),
+        job_annotations={
+            labels.SPEC_HASH: spec_hash(job),
+            labels.SUSPEND_REQUESTED: bool_text(job.spec.suspend),
+            labels.GROUP_RESTARTS: str(restarts),
+        },
+    )
 
 
 def bool_text(value: bool) -> str:

@@ -1,0 +1,86 @@
+"""The environment tflaunch sets in every worker pod, and so what `spec.env` may not set.
+
+`render` writes `tflaunch_env()` into each trainer container, then `spec.env`;
+`reserved()` is derived from the same list, so a variable tflaunch starts to set is refused
+in `spec.env` at once (a user's value would otherwise silently override it). The trainer
+image's own variables (its Dockerfile) are not rendered and are listed in `IMAGE_ENV`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from launcher.api.spec import MultiWorkerJob
+from launcher.core import contract, labels, tfconfig
+
+COMPLETION_INDEX_FIELD = f"metadata.annotations['{labels.COMPLETION_INDEX}']"
+IMAGE_ENV = {contract.ENV_DATA: "set by the trainer image; set it with spec.trainer.dataPath"}
+"""Variables the trainer image sets (docker/), and what sets them instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SetEnv:
+    """One variable tflaunch sets, and why (what a user who tries to set it is told)."""
+
+    name: str
+    why: str
+    value: str | None = None
+    value_from: dict[str, Any] | None = None
+
+    def entry(self) -> dict[str, Any]:
+        """The container's `env` entry."""
+        if self.value_from is not None:
+            return {"name": self.name, "valueFrom": self.value_from}
+        return {"name": self.name, "value": self.value}
+
+
+def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -> list[SetEnv]:
+    """What tflaunch sets in worker `index` (None: the Indexed Job's pods, which read their
+    index from Kubernetes), in order; `restarts` (the operator's group restarts so far) goes
+    in $TFLAUNCH_RESTARTS when given."""
+    cluster = tfconfig.cluster_spec(tfconfig.job_addresses(job))
+    index_why = "set by tflaunch from each pod's completion index"
+    env = [
+        # WORKER_INDEX must come before TF_CONFIG: Kubernetes expands $(WORKER_INDEX) in order.
+        SetEnv(contract.ENV_WORKER_INDEX, index_why, value_from=_completion_index())
+        if index is None
+        else SetEnv(contract.ENV_WORKER_INDEX, index_why, str(index)),
+        SetEnv(
+            contract.ENV_TF_CONFIG,
+            "set by tflaunch from metadata.name, metadata.namespace, spec.workers, spec.port "
+            "and spec.clusterDomain",
+            tfconfig.tf_config_json(cluster, index),
+        ),
+        SetEnv("HOME", "set by tflaunch to /tmp (the root filesystem is read-only)", "/tmp"),
+        *(
+            SetEnv(
+                name, f"always {value}, set by tflaunch: {_TRAINER_ENV_WHY.get(name, '')}", value
+            )
+            for name, value in contract.TRAINER_ENV.items()
+        ),
+    ]
+    if restarts is not None:
+        env.append(
+            SetEnv(
+                contract.ENV_RESTARTS,
+                "set by tflaunch to the number of group restarts so far",
+                str(restarts),
+            )
+        )
+    return env
+
+
+_TRAINER_ENV_WHY = {contract.ENV_LEGACY_KERAS: "MWMS needs tf-keras"}
+"""Why the trainer needs each of contract.TRAINER_ENV (only the error message uses it)."""
+
+
+def reserved(job: MultiWorkerJob) -> dict[str, str]:
+    """Every variable `spec.env` may not set, and why: what `render` sets (the operator's
+    children too, with $TFLAUNCH_RESTARTS) and what the image sets."""
+    rendered = tflaunch_env(job, None, restarts=0)
+    return {**IMAGE_ENV, **{e.name: e.why for e in rendered}}
+
+
+def _completion_index() -> dict[str, Any]:
+    return {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}
