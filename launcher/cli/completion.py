@@ -1,5 +1,4 @@
-"""`tflaunch completion bash|zsh|fish`: click's shell completion, with job names from the
-cluster.
+"""Shell completion of job names from the cluster (`tflaunch completion` prints the script).
 
 The script a shell sources calls tflaunch back with `_TFLAUNCH_COMPLETE` set (click's
 protocol); flags and commands complete from the CLI's own definition. A job NAME completes
@@ -20,11 +19,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from click.shell_completion import CompletionItem, get_completion_class
+from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_TFLAUNCH_COMPLETE"
 """click's variable for the program `tflaunch` (`_<PROG>_COMPLETE`)."""
 TIMEOUT_VAR = "TFLAUNCH_COMPLETION_TIMEOUT"
@@ -34,24 +32,6 @@ _CONNECTION_FLAGS = (
     ("--kubeconfig", "kubeconfig"),
     ("--context", "kube_context"),
 )
-
-
-@click.command("completion")
-@click.argument("shell", type=click.Choice(SHELLS))
-@click.pass_context
-def completion_command(ctx: click.Context, shell: str) -> None:
-    """Print the shell completion script for SHELL (commands, flags and job names).
-
-    \b
-    Examples:
-      source <(tflaunch completion bash)                  # in ~/.bashrc
-      tflaunch completion zsh > "${fpath[1]}/_tflaunch"   # zsh, then restart it
-      tflaunch completion fish > ~/.config/fish/completions/tflaunch.fish
-    """
-    root = ctx.find_root().command
-    completer = get_completion_class(shell)
-    assert completer is not None  # one of click's built-in shells
-    click.echo(completer(root, {}, "tflaunch", COMPLETE_VAR).source())
 
 
 def job_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
@@ -102,6 +82,3 @@ def _run_quietly(argv: list[str], timeout: float) -> str:
         child.wait()
         return ""
     return out if child.returncode == 0 else ""
-
-
-COMMANDS = (completion_command,)

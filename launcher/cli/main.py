@@ -2,31 +2,22 @@
 
 `main()` (through `run()`) is the only place that turns an exception into a message and an
 exit code; `cli` (the click group) is the program without error handling, as in httpie's
-core. The commands live in one module per family: `spec_cmds` (render, tfconfig, validate),
-`local_cmd`, `cluster_cmds` (submit, logs, wait, delete), `get_cmds` (status, list),
-`doctor_cmd`, `operator_cmd` and `completion`; `options` holds the flags they share.
+core. Each command lives in its own module, `<command>_cmd.py` (render_cmd, submit_cmd,
+status_cmd, ...), whose COMMANDS this module adds to the group; the modules without the
+suffix are what they share (`options`: the flags; `output`: the printing; `watching`: -w).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import sys
 from typing import Any
 
 import click
 
 from launcher import __version__
-from launcher.cli import (
-    cluster_cmds,
-    completion,
-    doctor_cmd,
-    get_cmds,
-    local_cmd,
-    operator_cmd,
-    plot_cmd,
-    spec_cmds,
-    tensorboard_cmd,
-)
 from launcher.cli.options import program_name
 from launcher.core.errors import ExitStatus, TflaunchError, printable
 
@@ -90,16 +81,13 @@ def main() -> None:
     sys.exit(run())
 
 
-for family in (
-    spec_cmds,
-    local_cmd,
-    cluster_cmds,
-    get_cmds,
-    doctor_cmd,
-    operator_cmd,
-    completion,
-    plot_cmd,
-    tensorboard_cmd,
-):
-    for command in family.COMMANDS:
-        cli.add_command(command)
+def _add_commands() -> None:
+    """Every `launcher/cli/*_cmd.py` module's COMMANDS: a new command is one new module."""
+    package = importlib.import_module("launcher.cli")
+    for module in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+        if module.endswith("_cmd"):
+            for command in importlib.import_module(f"launcher.cli.{module}").COMMANDS:
+                cli.add_command(command)
+
+
+_add_commands()

@@ -249,3 +249,12 @@ def render(
     if single:
         return status_text(summaries[0], now, wide)
     return list_text(summaries, now, wide, all_namespaces)
+
+
+_API_GROUP = {"job": "job.batch", "networkpolicy": "networkpolicy.networking.k8s.io"}
+"""kubectl's spelling of an object kind in `kind/name` (lower case, with its API group)."""
+
+
+def kubectl_kind(kind: str) -> str:
+    """`job.batch`, `service`...: an object kind as kubectl prints it in `kind/name`."""
+    return _API_GROUP.get(kind.lower(), kind.lower())

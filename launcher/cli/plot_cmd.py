@@ -17,7 +17,7 @@ from launcher.core.errors import ExitStatus, SpecError, TflaunchError
 DEFAULT_OUTPUT = "tflaunch-plot.png"
 
 
-class PlotUnavailable(TflaunchError):
+class MatplotlibMissing(TflaunchError):
     """matplotlib is not installed."""
 
     exit_status = ExitStatus.BAD_INPUT
@@ -103,7 +103,7 @@ def plot_command(
     try:
         written = curves.draw(runs, output, title)
     except curves.PlotUnavailable:
-        raise PlotUnavailable(
+        raise MatplotlibMissing(
             f"tflaunch plot needs matplotlib, which is not installed: {curves.INSTALL_HINT}"
         ) from None
     width, height = curves.size_px(len(runs))

@@ -297,3 +297,6 @@ def wait_for_job(
     finally:
         progress.clear()
     raise AssertionError("watch_job never ends")  # pragma: no cover
+
+
+COMMANDS = (wait_command,)

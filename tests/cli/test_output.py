@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from launcher.cli import get_cmds, output
+from launcher.cli import output, watching
 from launcher.cluster import doctor, status
 from tests.cluster.conftest import job_objects
 from tests.cluster.objects import pod_for, with_active, with_condition
@@ -176,7 +176,7 @@ def test_name_output_is_one_job_name_a_line() -> None:
 def test_the_watch_printer_prints_a_row_only_when_more_than_its_age_changed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    printer = get_cmds._Printer(None, ["NAME", "STATE", "AGE"])
+    printer = watching.Printer(None, ["NAME", "STATE", "AGE"])
 
     printer.rows({"a": ["a", "Pending", "1s"], "bb": ["bb", "Pending", "1s"]})
     printer.rows({"a": ["a", "Pending", "2s"], "bb": ["bb", "Pending", "2s"]})
@@ -191,7 +191,7 @@ def test_the_watch_printer_prints_a_row_only_when_more_than_its_age_changed(
 
 
 def test_the_watch_printer_separates_yaml_documents(capsys: pytest.CaptureFixture[str]) -> None:
-    printer = get_cmds._Printer("yaml")
+    printer = watching.Printer("yaml")
 
     printer.text("a", "state: Pending")
     printer.text("a", "state: Pending")

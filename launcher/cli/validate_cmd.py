@@ -1,0 +1,40 @@
+"""`tflaunch validate SPEC`: the spec's checks, then the rendered objects against Kubernetes'
+schemas (no cluster)."""
+
+from __future__ import annotations
+
+import click
+
+from launcher.api.spec import MultiWorkerJob
+from launcher.cli.options import spec_options, with_spec
+from launcher.core import render
+
+
+@click.command("validate")
+@spec_options
+@click.option(
+    "--kubernetes-version",
+    metavar="X.Y",
+    help="Validate against this Kubernetes version's schemas (default: newest known).",
+)
+@click.option("--no-schema", is_flag=True, help="Only the static checks, no schema validation.")
+@with_spec
+def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_schema: bool) -> None:
+    """Check the spec and validate the rendered objects against Kubernetes' schemas.
+
+    \b
+    Example:
+      tflaunch validate examples/mnist.yaml --kubernetes-version 1.29
+    """
+    from launcher.core import schemas  # optional dependency, only needed here
+
+    objects = render.render(job)
+    if no_schema:
+        click.echo(f"ok: {job.name}: spec valid, {len(objects)} objects rendered")
+        return
+    version = kubernetes_version or schemas.latest_kubernetes_version()
+    schemas.validate_objects(objects, version)
+    click.echo(f"ok: {job.name}: {len(objects)} objects valid against Kubernetes {version} schemas")
+
+
+COMMANDS = (validate_command,)
