@@ -19,6 +19,7 @@ operator's custom resource and plain writes). What needs no client is kept apart
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -179,6 +180,23 @@ def _read_text(path: Path) -> str | None:
 # --- The cluster ---------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class Credentials:
+    """Where the API server is and how to authenticate to it (`Cluster.credentials`)."""
+
+    server: str
+    ca_path: str | None
+    insecure: bool
+    scheme: str | None
+    """The Authorization scheme (Bearer) of `token`."""
+    token: str | None
+    certificate_path: str | None
+    private_key_path: str | None
+    username: str | None
+    password: str | None
+    namespace: str
+
+
 class Cluster:
     """The Kubernetes API, as tflaunch uses it: plain dicts in and out, launcher errors.
 
@@ -210,6 +228,36 @@ class Cluster:
     def server(self) -> str:
         """The API server's URL, for messages."""
         return str(self.api_client.configuration.host)
+
+    def credentials(self) -> Credentials:
+        """How this client reaches the API server, for another client of the same server
+        (the operator's kopf watches): so that --kubeconfig/--context, or the pod's service
+        account, hold there too. A rotating token (a service account's) is refreshed first."""
+        configuration: Any = self.api_client.configuration
+        if configuration.refresh_api_key_hook is not None:
+            configuration.refresh_api_key_hook(configuration)
+        header = next(
+            (
+                str(setting.get("value") or "")
+                for setting in configuration.auth_settings().values()
+                if str(setting.get("key", "")).lower() == "authorization"
+                and str(setting.get("value") or "").lower().startswith("bearer ")
+            ),
+            "",
+        )  # kubernetes>=29 keeps the token under api_key["BearerToken"], older ones differently
+        scheme, _, token = header.partition(" ")
+        return Credentials(
+            server=str(configuration.host),
+            ca_path=configuration.ssl_ca_cert,
+            insecure=not configuration.verify_ssl,
+            scheme=scheme or None,
+            token=token or None,
+            certificate_path=configuration.cert_file,
+            private_key_path=configuration.key_file,
+            username=configuration.username or None,
+            password=configuration.password or None,
+            namespace=self.namespace,
+        )
 
     def close(self) -> None:
         closing: Any = self.api_client

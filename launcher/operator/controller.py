@@ -367,32 +367,20 @@ def kopf_event(resource: Mapping[str, Any], event: reconcile.Event) -> None:
 
 
 def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
-    """kopf's credentials, from the same client configuration as `launcher.cluster` (so that
-    --kubeconfig/--context, or the pod's service account, hold for the watches too)."""
-    configuration: Any = cluster.api_client.configuration
-    if configuration.refresh_api_key_hook is not None:  # e.g. a rotated service account token
-        configuration.refresh_api_key_hook(configuration)
-    header = next(
-        (
-            str(setting.get("value") or "")
-            for setting in configuration.auth_settings().values()
-            if str(setting.get("key", "")).lower() == "authorization"
-            and str(setting.get("value") or "").lower().startswith("bearer ")
-        ),
-        "",
-    )  # kubernetes>=29 keeps the token under api_key["BearerToken"], older ones differently
-    scheme, _, token = header.partition(" ")
+    """kopf's credentials: the same connection as `launcher.cluster`'s
+    (`Cluster.credentials`)."""
+    c = cluster.credentials()
     return kopf.ConnectionInfo(
-        server=str(configuration.host),
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme=scheme or None,
-        token=token or None,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-        username=configuration.username or None,
-        password=configuration.password or None,
-        default_namespace=cluster.namespace,
+        server=c.server,
+        ca_path=c.ca_path,
+        insecure=c.insecure,
+        scheme=c.scheme,
+        token=c.token,
+        certificate_path=c.certificate_path,
+        private_key_path=c.private_key_path,
+        username=c.username,
+        password=c.password,
+        default_namespace=c.namespace,
     )
 
 
