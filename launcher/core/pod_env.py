@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import contract, labels, tfconfig
+from launcher.core import contract, labels, tfconfig, workload
 
 COMPLETION_INDEX_FIELD = f"metadata.annotations['{labels.COMPLETION_INDEX}']"
 IMAGE_ENV = {contract.ENV_DATA: "set by the trainer image; set it with spec.trainer.dataPath"}
@@ -54,10 +54,8 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
         ),
         SetEnv("HOME", "set by tflaunch to /tmp (the root filesystem is read-only)", "/tmp"),
         *(
-            SetEnv(
-                name, f"always {value}, set by tflaunch: {_TRAINER_ENV_WHY.get(name, '')}", value
-            )
-            for name, value in contract.TRAINER_ENV.items()
+            SetEnv(name, _TRAINER_ENV_WHY.get(name, f"set by tflaunch to {value}"), value)
+            for name, value in workload.tflaunch_env(job).items()
         ),
     ]
     if restarts is not None:
@@ -71,8 +69,9 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
     return env
 
 
-_TRAINER_ENV_WHY = {contract.ENV_LEGACY_KERAS: "MWMS needs tf-keras"}
-"""Why the trainer needs each of contract.TRAINER_ENV (only the error message uses it)."""
+_TRAINER_ENV_WHY = {contract.ENV_LEGACY_KERAS: "always 1, set by tflaunch: MWMS needs tf-keras"}
+"""What a user who sets one of `workload.tflaunch_env` is told, where more than its value
+helps (only the error message uses it)."""
 
 
 def reserved(job: MultiWorkerJob) -> dict[str, str]:

@@ -100,9 +100,19 @@ def tensorboard_dir(model_dir: str) -> str:
     return f"{model_dir.rstrip('/').rpartition('/')[0] or '.'}/tensorboard"
 
 
+def tflaunch_env(job: MultiWorkerJob) -> dict[str, str]:
+    """What tflaunch sets in every worker, pods and `tflaunch local` alike, apart from
+    TF_CONFIG, WORKER_INDEX and the restart count (which differ between the two). A spec
+    field that becomes a variable goes here: `launcher.core.pod_env` renders it, refuses it in
+    spec.env, and `tflaunch local` sets it too."""
+    del job  # no spec field sets one yet
+    return dict(contract.TRAINER_ENV)
+
+
 def trainer_env(job: MultiWorkerJob) -> dict[str, str]:
-    """Environment of every worker, apart from TF_CONFIG and WORKER_INDEX."""
-    return {**contract.TRAINER_ENV, **job.spec.env}
+    """Environment of every worker, apart from TF_CONFIG and WORKER_INDEX: tflaunch's, then
+    the user's spec.env."""
+    return {**tflaunch_env(job), **job.spec.env}
 
 
 def pod_paths(job: MultiWorkerJob) -> tuple[str, str]:
