@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from launcher.core import contract, labels, reading
+from launcher.core.quantities import quantity
 
 Obj = Mapping[str, Any]
 GPU = "nvidia.com/gpu"
@@ -64,22 +64,6 @@ class Needs:
 
 
 # --- Quantities ----------------------------------------------------------------------------
-
-_SUFFIX: dict[str, decimal.Decimal] = {
-    "": decimal.Decimal(1),
-    "m": decimal.Decimal("0.001"),
-    **{s: decimal.Decimal(10) ** (3 * (i + 1)) for i, s in enumerate("kMGTPE")},
-    **{f"{s}i": decimal.Decimal(2) ** (10 * (i + 1)) for i, s in enumerate("KMGTPE")},
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
-
-
-def quantity(value: Any) -> decimal.Decimal:
-    """A Kubernetes quantity ("500m", "2Gi", 4) as a number."""
-    match = _QUANTITY.fullmatch(str(value).strip())
-    if not match or match[2] not in _SUFFIX:
-        raise ValueError(f"not a quantity: {value!r}")
-    return decimal.Decimal(match[1]) * _SUFFIX[match[2]]
 
 
 def _number(value: decimal.Decimal) -> str:

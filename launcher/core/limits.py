@@ -10,13 +10,13 @@ naming the field and the fix.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from launcher.api import rules
 from launcher.core import contract, names, pod_env
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
+from launcher.core.quantities import quantity
 
 if TYPE_CHECKING:
     from launcher.api.spec import JobSpec, MultiWorkerJob, Toleration
@@ -45,23 +45,6 @@ ENV_ALLOWED = frozenset({contract.ENV_LOG_LEVEL})
 
 RESERVED_KEY_DOMAINS = ("kubernetes.io", "k8s.io")
 """Label and annotation prefixes Kubernetes keeps for itself (and their subdomains)."""
-
-_BINARY: dict[str, Decimal | int] = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-_DECIMAL: dict[str, Decimal | int] = {
-    "m": Decimal("0.001"),
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-}
-_DECIMAL.update({"P": 10**15, "E": 10**18})
 
 
 def check(job: MultiWorkerJob) -> None:
@@ -121,18 +104,6 @@ def check_int32(job: MultiWorkerJob) -> None:
     ):
         if value is not None and value > INT32_MAX:
             raise SpecError(where, f"{value} is above {INT32_MAX}, the largest the API accepts")
-
-
-def quantity(text: str) -> Decimal:
-    """A Kubernetes quantity's value ("500m" -> 0.5, "2Gi" -> 2147483648)."""
-    for suffixes in (_BINARY, _DECIMAL):
-        for suffix, factor in suffixes.items():
-            if text.endswith(suffix):
-                return Decimal(text[: -len(suffix)]) * factor
-    try:
-        return Decimal(text)
-    except InvalidOperation:
-        raise ValueError(f"not a quantity: {text!r}") from None
 
 
 def check_requests_within_limits(spec: JobSpec) -> None:
