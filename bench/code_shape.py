@@ -12,7 +12,8 @@ What it counts, all from the source text (ast), no import of the code:
   the key "terminated";
 - places that decide a restart: functions that compare a restart count with a backoff limit,
   plus templates that write podFailurePolicy actions (FailJob/Ignore) by hand;
-- places that decide "Job complete": functions that name the "Complete" condition;
+- places that decide "Job complete": functions (or module constants) that look for the
+  "Complete" condition (a "Complete" only returned as a label does not count);
 - class names defined in more than one package;
 - `(... or {})` dict walks in launcher/.
 """
@@ -147,6 +148,29 @@ def _compares_restarts_with_limit(node: ast.AST) -> bool:
     return False
 
 
+def _complete_readers(tree: ast.Module) -> list[str]:
+    """Where the Job condition "Complete" is looked for: the innermost function (or the
+    module-level name) holding the string, except where it is only returned as a label."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and node.value == "Complete"):
+            continue
+        where, up, returned = None, parents.get(node), False
+        label = True  # so far only inside tuples: a value being built, not a lookup
+        while up is not None:
+            returned = returned or (label and isinstance(up, ast.Return))
+            label = label and isinstance(up, ast.Tuple | ast.List)
+            if isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef) and where is None:
+                where = up.name
+            if isinstance(up, ast.Assign) and where is None:
+                where = "/".join(t.id for t in up.targets if isinstance(t, ast.Name)) or None
+            up = parents.get(up)
+        if not returned and where and where not in found:
+            found.append(where)
+    return found
+
+
 def measure() -> dict[str, object]:
     mods = {}
     for package in PACKAGES:
@@ -181,8 +205,7 @@ def measure() -> dict[str, object]:
                 terminated.append(f"{name}.{f.name}")
             if _compares_restarts_with_limit(f):
                 restart.append(f"{name}.{f.name}")
-            if "Complete" in strings:
-                complete.append(f"{name}.{f.name}")
+        complete.extend(f"{name}.{where}" for where in _complete_readers(trees[name]))
     for template in sorted((ROOT / "launcher").rglob("*.j2")):
         text = template.read_text()
         rel = str(template.relative_to(ROOT))

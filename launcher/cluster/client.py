@@ -182,7 +182,7 @@ def _read_text(path: Path) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Credentials:
-    """Where the API server is and how to authenticate to it (`Cluster.credentials`)."""
+    """Where the API server is and how to authenticate to it (`credentials(cluster)`)."""
 
     server: str
     ca_path: str | None
@@ -228,36 +228,6 @@ class Cluster:
     def server(self) -> str:
         """The API server's URL, for messages."""
         return str(self.api_client.configuration.host)
-
-    def credentials(self) -> Credentials:
-        """How this client reaches the API server, for another client of the same server
-        (the operator's kopf watches): so that --kubeconfig/--context, or the pod's service
-        account, hold there too. A rotating token (a service account's) is refreshed first."""
-        configuration: Any = self.api_client.configuration
-        if configuration.refresh_api_key_hook is not None:
-            configuration.refresh_api_key_hook(configuration)
-        header = next(
-            (
-                str(setting.get("value") or "")
-                for setting in configuration.auth_settings().values()
-                if str(setting.get("key", "")).lower() == "authorization"
-                and str(setting.get("value") or "").lower().startswith("bearer ")
-            ),
-            "",
-        )  # kubernetes>=29 keeps the token under api_key["BearerToken"], older ones differently
-        scheme, _, token = header.partition(" ")
-        return Credentials(
-            server=str(configuration.host),
-            ca_path=configuration.ssl_ca_cert,
-            insecure=not configuration.verify_ssl,
-            scheme=scheme or None,
-            token=token or None,
-            certificate_path=configuration.cert_file,
-            private_key_path=configuration.key_file,
-            username=configuration.username or None,
-            password=configuration.password or None,
-            namespace=self.namespace,
-        )
 
     def close(self) -> None:
         closing: Any = self.api_client
@@ -534,6 +504,37 @@ class Cluster:
 
 
 # --- Port-forward ------------------------------------------------------------------------
+
+
+def credentials(cluster: Cluster) -> Credentials:
+    """How this client reaches the API server, for another client of the same server
+    (the operator's kopf watches): so that --kubeconfig/--context, or the pod's service
+    account, hold there too. A rotating token (a service account's) is refreshed first."""
+    configuration: Any = cluster.api_client.configuration
+    if configuration.refresh_api_key_hook is not None:
+        configuration.refresh_api_key_hook(configuration)
+    header = next(
+        (
+            str(setting.get("value") or "")
+            for setting in configuration.auth_settings().values()
+            if str(setting.get("key", "")).lower() == "authorization"
+            and str(setting.get("value") or "").lower().startswith("bearer ")
+        ),
+        "",
+    )  # kubernetes>=29 keeps the token under api_key["BearerToken"], older ones differently
+    scheme, _, token = header.partition(" ")
+    return Credentials(
+        server=str(configuration.host),
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        username=configuration.username or None,
+        password=configuration.password or None,
+        namespace=cluster.namespace,
+    )
 
 
 def port_forward(cluster: Cluster, pod: str, namespace: str | None, port: int) -> Any:

@@ -27,7 +27,7 @@ from typing import Any, Protocol, cast
 import kopf
 
 from launcher.cluster import apply, client, custom, find, stalls
-from launcher.cluster.client import Cluster
+from launcher.cluster.client import Cluster, credentials
 from launcher.core import labels
 from launcher.core.errors import (
     ClusterError,
@@ -368,8 +368,8 @@ def kopf_event(resource: Mapping[str, Any], event: reconcile.Event) -> None:
 
 def connection_info(cluster: Cluster) -> kopf.ConnectionInfo:
     """kopf's credentials: the same connection as `launcher.cluster`'s
-    (`Cluster.credentials`)."""
-    c = cluster.credentials()
+    (`launcher.cluster.client.credentials`)."""
+    c = credentials(cluster)
     return kopf.ConnectionInfo(
         server=c.server,
         ca_path=c.ca_path,
