@@ -28,9 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import free_ports  # noqa: E402
+from bench.common import free_ports, load, machine, stats  # noqa: E402
 from launcher.core import contract  # noqa: E402
-from bench.common import load, machine, stats  # noqa: E402
 
 BASELINE_PREFIX = "BASELINE_RESULT "
 

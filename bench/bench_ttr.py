@@ -77,7 +77,9 @@ def table(command: str, sides: dict[str, list[dict]], names: dict[str, str]) -> 
         "",
         f"| | REF {names['ref']} | HEAD {names['head']} | ratio |",
         "| --- | ---: | ---: | ---: |",
-        row("**wall seconds, command -> exit**", [r["wall"] for r in ref], [r["wall"] for r in head]),
+        row(
+            "**wall seconds, command -> exit**", [r["wall"] for r in ref], [r["wall"] for r in head]
+        ),
     ]
     for phase in PHASES:
         old = [r["phases"][phase] for r in ref if phase in r["phases"]]
@@ -117,7 +119,7 @@ def main() -> None:
         end_load = load()
     lines = [f"{machine()}; load average at the end: {end_load}.", ""]
     for command in commands:
-        lines += table(command, results[command], names) + [""]
+        lines += [*table(command, results[command], names), ""]
     text = "\n".join(lines)
     print(text)
     if args.markdown:

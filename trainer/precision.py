@@ -93,7 +93,7 @@ def _auto(gpu_capabilities: Sequence[tuple[int, int] | None], flags: Collection[
             f"--precision auto: the CPU has AMX ({AMX_FLAG}), where bfloat16 trained 1.5x "
             "faster than float32 (docs/performance.md)",
         )
-    if flags & BF16_FLAGS:
+    if BF16_FLAGS.intersection(flags):
         return Choice(
             POLICY_FLOAT32,
             "--precision auto: the CPU has avx512_bf16 but no AMX, where bfloat16 trained "
@@ -129,7 +129,7 @@ def choose(
                 slow,
             )
         return Choice(POLICY_MIXED_FLOAT16, "--precision mixed on GPU: float16 compute")
-    if not flags & BF16_FLAGS:
+    if not BF16_FLAGS.intersection(flags):
         log.warning(
             "--precision mixed on a CPU without bfloat16 instructions (avx512_bf16/amx_bf16): "
             "bfloat16 is emulated there and likely slower than float32"

@@ -154,10 +154,14 @@ def test_mixed_on_cpu_computes_in_bfloat16_keeps_float32_weights_and_logits_and_
 
 @pytest.mark.usefixtures("restore_policy")
 @pytest.mark.parametrize(
-    ("cpuinfo", "dtype"), [(NO_BF16, "float32"), (AVX512_BF16_ONLY, "float32"), (AMX_XEON, "bfloat16")]
+    ("cpuinfo", "dtype"),
+    [(NO_BF16, "float32"), (AVX512_BF16_ONLY, "float32"), (AMX_XEON, "bfloat16")],
 )
 def test_auto_on_cpu_builds_the_model_the_cpu_flags_call_for(
-    cpuinfo: str, dtype: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    cpuinfo: str,
+    dtype: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     import tensorflow as tf
