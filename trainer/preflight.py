@@ -12,7 +12,6 @@ so TF_USE_LEGACY_KERAS=1 must be in the environment when TensorFlow loads tf-ker
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import ipaddress
@@ -315,6 +314,7 @@ class ProbeListener:
                 f"cannot listen on this worker's port {port} ({e}); another process "
                 "holds it, and TensorFlow could not bind it either"
             ) from None
+        self._socket.settimeout(0.2)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="probe-listener", daemon=True)
         self._thread.start()
@@ -322,20 +322,14 @@ class ProbeListener:
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
-                connection, _ = self._socket.accept()  # blocks: close() wakes it
-            except OSError:
+                connection, _ = self._socket.accept()
+            except (TimeoutError, OSError):
                 continue
             connection.close()
 
     def close(self) -> None:
-        """Stop accepting and free the port for TensorFlow's gRPC server.
-
-        `shutdown` wakes the blocked `accept` at once (it used to poll every 0.2 s, and
-        every rendezvous, the wrapper's and the trainer's, waited out that poll).
-        """
+        """Stop accepting and free the port for TensorFlow's gRPC server."""
         self._stop.set()
-        with contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)
         self._thread.join()
         self._socket.close()
 

@@ -243,19 +243,6 @@ def test_probe_listener_answers_while_waiting_and_frees_the_port_for_tensorflow(
         pass
 
 
-def test_closing_the_probe_listener_wakes_its_accept_instead_of_waiting_for_a_poll() -> None:
-    """accept() blocks with no timeout (it polled every 0.2 s, and each rendezvous waited out
-    that poll when it closed); close() must still end the thread and free the port."""
-    port = _free_port()
-    listener = preflight.ProbeListener(port, "127.0.0.1")
-    assert listener._socket.gettimeout() is None
-    assert preflight.probe(f"127.0.0.1:{port}", 1.0) is None
-    listener.close()
-    assert not listener._thread.is_alive()
-    with socket.create_server(("127.0.0.1", port)):  # TensorFlow's gRPC server, next
-        pass
-
-
 def _own_addresses() -> list[str]:
     """This machine's IPv4 addresses other than loopback (`ip -4 addr`)."""
     if shutil.which("ip") is None:
