@@ -1,11 +1,15 @@
 """The textbook Keras MNIST example under MultiWorkerMirroredStrategy, untuned.
 
-The yardstick for `bench_local.py`: the same model, optimizer, global batch and data as
-the trainer, written the way the Keras/TensorFlow tutorials write it (shuffle(10000),
-batch(256), prefetch, fit with default settings), with no thread, step or pipeline
-tuning. Run one process per worker with TF_CONFIG set, like the trainer.
+The yardstick for `bench_local.py`, the example tflaunch grew from: TF_CONFIG set by hand,
+`MultiWorkerMirroredStrategy()`, the trainer's model and optimizer, written the way the
+Keras/TensorFlow multi-worker tutorial writes it (shuffle(10000), batch(per-worker batch x
+workers), prefetch, `fit` with default settings: no steps_per_execution), with no thread,
+step or pipeline tuning. The tutorial's batch is 64 per worker (`--per-worker-batch 64`,
+the default); `--per-worker-batch 128` gives the trainer's global batch of 256 on 2 workers.
+Run one process per worker with TF_CONFIG set, like the trainer.
 
 Usage: TF_CONFIG=... python bench/baseline_mnist.py --data mnist.npz --epochs 3
+       [--per-worker-batch 64] [--train-examples 8000]
 Prints one line `BASELINE_RESULT {json}` (worker 0 only).
 """
 
@@ -22,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-GLOBAL_BATCH = 256
+PER_WORKER_BATCH = 64
 RESULT_PREFIX = "BASELINE_RESULT "
 
 
@@ -58,17 +62,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--per-worker-batch", type=int, default=PER_WORKER_BATCH)
+    parser.add_argument("--train-examples", type=int, help="the first N training images")
     args = parser.parse_args()
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    global_batch = args.per_worker_batch * strategy.num_replicas_in_sync
     (x_train, y_train), (x_test, y_test) = load(args.data)
+    x_train, y_train = x_train[: args.train_examples], y_train[: args.train_examples]
     train = (
         tf.data.Dataset.from_tensor_slices((x_train, y_train))
         .shuffle(10000)
-        .batch(GLOBAL_BATCH)
+        .batch(global_batch)
         .prefetch(tf.data.AUTOTUNE)
     )
-    test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).batch(GLOBAL_BATCH)
+    test = tf.data.Dataset.from_tensor_slices((x_test, y_test)).batch(global_batch)
     with strategy.scope():
         model = build_and_compile()
 
@@ -80,6 +88,8 @@ def main() -> None:
         result = {
             "test_accuracy": float(accuracy),
             "test_loss": float(loss),
+            "test_examples": len(y_test),
+            "global_batch_size": global_batch,
             "fit_seconds": round(fit_seconds, 3),
             "images_per_sec": round(args.epochs * len(y_train) / fit_seconds, 1),
             "epochs": args.epochs,

@@ -1,12 +1,15 @@
-"""Side by side on this machine: `tflaunch local --workers 2` vs the textbook baseline.
+"""Side by side on this machine: `tflaunch local --workers 2` vs the example it grew from.
 
-Both run as 2 MultiWorkerMirroredStrategy workers on loopback (one process each: tflaunch's
-own runner for the trainer, this script's for the baseline), on the same data, for the same
-epochs, with the same model, Adam and global batch 256. Real MNIST cannot be downloaded here, so unless --data is given the
-script generates a full-size (60k/10k) MNIST-like npz with `trainer.synthetic`.
+All run as 2 MultiWorkerMirroredStrategy workers on loopback (one process each: tflaunch's
+own runner for the trainer, this script's for the example, bench/baseline_mnist.py), on the
+same real digits (the MNIST subset shipped with tflaunch unless --data: its first
+--train-examples training images and all its test images), for the same epochs, with the
+same model and Adam. tflaunch trains with global batch 256; the example as the tutorial
+writes it (64 images per worker) and at the same global batch (128 per worker). The three
+alternate, their order rotating each repeat, so load drifts hit them alike.
 
-Usage: python bench/bench_local.py [--epochs 3] [--data mnist.npz] [--repeats 1]
-       [--trainer-arg=--threads=auto ...] [--markdown OUT.md] [--write-docs]
+Usage: python bench/bench_local.py [--epochs 3] [--train-examples 8000] [--data mnist.npz]
+       [--repeats 3] [--trainer-arg=--threads=auto ...] [--markdown OUT.md] [--write-docs]
 """
 
 from __future__ import annotations
@@ -25,9 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import free_ports  # noqa: E402
+from bench.common import free_ports, load, machine, stats  # noqa: E402
 from launcher.core import contract  # noqa: E402
-from trainer.synthetic import make_mnist_like  # noqa: E402
 
 BASELINE_PREFIX = "BASELINE_RESULT "
 
@@ -56,13 +58,15 @@ def run_group(command: Sequence[str], workers: int, prefix: str, workdir: Path) 
     return result
 
 
-def run_tflaunch_local(data: Path, epochs: int, workdir: Path, extra: Sequence[str]) -> dict:
+def run_tflaunch_local(
+    data: Path, epochs: int, examples: int, workdir: Path, extra: Sequence[str]
+) -> dict:
     """`tflaunch local --workers 2`, exactly as a user runs it; the chief's result.json."""
     run_dir = Path(tempfile.mkdtemp(prefix="local-", dir=workdir))
     command = [
         sys.executable, "-m", "launcher", "local", "--workers", "2", "--epochs", str(epochs),
         "--global-batch-size", "256", "--data", str(data), "--workdir", str(run_dir),
-        "--", *extra,
+        "--", "--max-train-examples", str(examples), *extra,
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
     started = time.monotonic()
@@ -76,92 +80,97 @@ def run_tflaunch_local(data: Path, epochs: int, workdir: Path, extra: Sequence[s
     return result
 
 
-def baseline_command(data: Path, epochs: int) -> list[str]:
+def baseline_command(data: Path, epochs: int, examples: int, per_worker: int) -> list[str]:
     return [sys.executable, str(REPO / "bench" / "baseline_mnist.py"), "--data", str(data),
-            "--epochs", str(epochs)]  # fmt: skip
+            "--epochs", str(epochs), "--train-examples", str(examples),
+            "--per-worker-batch", str(per_worker)]  # fmt: skip
+
+
+VARIANTS = {
+    "example, 64 per worker (as the tutorial)": 64,
+    "example, 128 per worker (global 256)": 128,
+    "`tflaunch local --workers 2`": None,
+}
+TFLAUNCH = "`tflaunch local --workers 2`"
 
 
 def median_of(results: list[dict], key: str) -> float:
     return statistics.median(float(r[key]) for r in results)
 
 
-def markdown(
-    trainer: list[dict], baseline: list[dict], epochs: int, extra: Sequence[str], synthetic: bool
-) -> str:
-    rows = [
-        ("images/s (fit)", "images_per_sec", "{:.0f}"),
-        ("fit seconds", "fit_seconds", "{:.1f}"),
-        ("test accuracy", "test_accuracy", "{:.4f}"),
-        ("wall seconds (start to exit)", "wall_seconds", "{:.1f}"),
-    ]
+def markdown(results: dict[str, list[dict]], args: argparse.Namespace, loads: list[float]) -> str:
+    ours = results[TFLAUNCH]
     lines = [
-        f"2 workers on loopback, {epochs} epochs, global batch 256, "
-        f"{'synthetic 60k/10k MNIST-like data' if synthetic else 'given data'}, "
-        f"median of {len(trainer)} run(s); trainer flags: `{' '.join(extra) or '(defaults)'}`",
+        f"2 workers on loopback, {args.epochs} epochs, {args.train_examples:,} real training "
+        f"images ({args.data or 'the shipped MNIST subset'}), accuracy on all its test images; "
+        f"{len(ours)} run(s) per variant, alternating; trainer flags: "
+        f"`{' '.join(args.trainer_arg) or '(defaults)'}`. {machine()}. 1-min load average "
+        f"before the runs: {stats(loads, '{:.1f}')} (min / median / max).",
         "",
-        "| | baseline | `tflaunch local --workers 2` | ratio |",
-        "| --- | --- | --- | --- |",
+        "| variant | global batch | images/s of fit, min / median / max | tflaunch's median "
+        "over it | fit seconds (median) | wall seconds (median) | test accuracy (median) | "
+        "tflaunch minus it (points) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for label, key, fmt in rows:
-        b, t = median_of(baseline, key), median_of(trainer, key)
-        lines.append(f"| {label} | {fmt.format(b)} | {fmt.format(t)} | {t / b:.2f}x |")
-    per_run = ", ".join(
-        f"{b['images_per_sec']:.0f} vs {t['images_per_sec']:.0f}"
-        for b, t in zip(baseline, trainer, strict=False)
-    )
-    lines.append(f"\nEach interleaved run, images/s baseline vs tflaunch: {per_run}.")
+    for name, runs in results.items():
+        ratio = median_of(ours, "images_per_sec") / median_of(runs, "images_per_sec")
+        points = 100 * (median_of(ours, "test_accuracy") - median_of(runs, "test_accuracy"))
+        lines.append(
+            f"| {name} | {runs[0]['global_batch_size']} | "
+            f"{stats(r['images_per_sec'] for r in runs)} | {ratio:.2f}x | "
+            f"{median_of(runs, 'fit_seconds'):.1f} | {median_of(runs, 'wall_seconds'):.1f} | "
+            f"{median_of(runs, 'test_accuracy'):.4f} | {points:+.2f} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--data", type=Path)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--train-examples", type=int, default=8000)
+    parser.add_argument("--data", type=Path, help="default: the shipped MNIST subset")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--trainer-arg",
         action="append",
         default=[],
         help="extra flag for python -m trainer (repeatable)",
     )
-    parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument(
         "--write-docs", action="store_true", help="update its section of docs/performance.md"
     )
     args = parser.parse_args()
+    data = args.data or Path(contract.MNIST_SUBSET_PATH)
 
+    results: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+    loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="tflaunch-bench-") as tmp:
         workdir = Path(tmp)
-        data = args.data
-        if data is None:
-            import numpy as np
+        names = list(VARIANTS)
+        for repeat in range(args.repeats):
+            for name in names[repeat % 3 :] + names[: repeat % 3]:  # rotate: none always first
+                loads.append(os.getloadavg()[0])
+                per_worker = VARIANTS[name]
+                if per_worker is None:
+                    run = run_tflaunch_local(
+                        data, args.epochs, args.train_examples, workdir, args.trainer_arg
+                    )
+                else:
+                    command = baseline_command(data, args.epochs, args.train_examples, per_worker)
+                    run = run_group(command, 2, BASELINE_PREFIX, workdir)
+                results[name].append(run)
+                shown = {k: v for k, v in run.items() if k not in ("history", "phases")}
+                print(f"{repeat + 1} {name}: {shown}; load before {loads[-1]:.1f}", flush=True)
+    print(f"load average at the end: {load()}")
+    table = markdown(results, args, loads)
+    print(table)
+    if args.markdown:
+        args.markdown.write_text(table + "\n")
+    if args.write_docs:
+        from bench.docs_section import write_section
 
-            data = workdir / "mnist.npz"
-            np.savez(data, **make_mnist_like(60000, 10000, seed=0))
-        trainer: list[dict] = []
-        baseline: list[dict] = []
-        for repeat in range(args.repeats):  # interleaved, so load drifts hit both alike
-            if not args.skip_baseline:
-                baseline.append(
-                    run_group(baseline_command(data, args.epochs), 2, BASELINE_PREFIX, workdir)
-                )
-                print(f"baseline run {repeat + 1}: {baseline[-1]}", flush=True)
-            trainer.append(run_tflaunch_local(data, args.epochs, workdir, args.trainer_arg))
-            print(
-                f"trainer run {repeat + 1}: "
-                f"{ {k: v for k, v in trainer[-1].items() if k != 'history'} }",
-                flush=True,
-            )
-        if baseline:
-            table = markdown(trainer, baseline, args.epochs, args.trainer_arg, args.data is None)
-            print(table)
-            if args.markdown:
-                args.markdown.write_text(table + "\n")
-            if args.write_docs:
-                from bench.docs_section import write_section
-
-                write_section("trainer", f"### Latest run (bench/bench_local.py)\n\n{table}\n")
+        write_section("trainer", f"### Latest run (bench/bench_local.py)\n\n{table}\n")
 
 
 if __name__ == "__main__":

@@ -39,16 +39,16 @@ from bench.common import (
 from bench.docs_section import publish
 
 INNER = {
-    "float32": "float32 (`--precision auto` on CPU, the default)",
-    "mixed": "mixed_bfloat16 (`--precision mixed`)",
+    "float32": "float32 (`--precision float32`; `auto` on CPUs without AMX)",
+    "mixed": "mixed_bfloat16 (`--precision mixed`; `auto` on CPUs with AMX)",
     "xla": "float32 + XLA (`--jit-compile`)",
 }
 END_TO_END = {
-    "float32 (default)": [],
+    "float32 (`--precision float32`)": ["--precision", "float32"],
     "mixed_bfloat16 (`--precision mixed`)": ["--precision", "mixed"],
 }
 if FULL:
-    END_TO_END["float32 + XLA (`--jit-compile`)"] = ["--jit-compile"]
+    END_TO_END["float32 + XLA (`--jit-compile`)"] = ["--precision", "float32", "--jit-compile"]
 
 
 def inner(rounds: int, steps: int) -> dict:

@@ -212,8 +212,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         choices=precision.CHOICES,
         default=precision.AUTO,
         help="mixed = 16-bit compute with float32 weights (bfloat16 on CPU, float16 on GPU); "
-        "auto = only what was measured faster on this device type, which today is "
-        "float32 on CPU and GPU (default: auto)",
+        "auto = decided from the device, the reason logged: bfloat16 on a CPU with AMX, "
+        "float16 on GPUs of compute capability >= 7.0, else float32 (default: auto)",
     )
     speed.add_argument(
         "--jit-compile",

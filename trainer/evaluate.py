@@ -51,15 +51,26 @@ def replica_sums(model: Any, images: tf.Tensor, labels: tf.Tensor, mask: tf.Tens
     )
 
 
-def make_step(strategy: tf.distribute.Strategy, model: Any) -> Callable[[Any], tf.Tensor]:
-    """One global batch: per-replica sums, all-reduced into the same totals on every worker."""
+STEPS_PER_CALL = 32
+"""Evaluation steps per call of the traced function (a loop inside it): one host round trip
+per 32 steps instead of per step, like `--steps-per-execution` in training. The watchdog
+hears from the evaluation after every call."""
 
-    def step(iterator: Any) -> tf.Tensor:
-        images, labels, mask = next(iterator)
-        per_replica = strategy.run(replica_sums, args=(model, images, labels, mask))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    compiled: Callable[[Any], tf.Tensor] = tf.function(step)
+def make_step(strategy: tf.distribute.Strategy, model: Any) -> Callable[[Any, Any], tf.Tensor]:
+    """`steps` global batches in one call: per-replica sums, all-reduced at each step into
+    the same totals on every worker, added up in float64 inside the function."""
+
+    def step(iterator: Any, steps: Any) -> tf.Tensor:
+        totals = tf.zeros(3, tf.float64)
+        for _ in tf.range(steps):
+            images, labels, mask = next(iterator)
+            per_replica = strategy.run(replica_sums, args=(model, images, labels, mask))
+            reduced = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            totals += tf.cast(reduced, tf.float64)
+        return totals
+
+    compiled: Callable[[Any, Any], tf.Tensor] = tf.function(step)
     return compiled
 
 
@@ -69,18 +80,20 @@ def evaluate(
     dataset: Any,
     steps: int,
     on_step: Callable[[], None] = lambda: None,
-    step: Callable[[Any], tf.Tensor] | None = None,
+    step: Callable[[Any, Any], tf.Tensor] | None = None,
 ) -> Scores:
     """Run `steps` steps of `dataset` (from `data.eval_dataset`, distributed or not).
 
     Every worker must call this with the same `steps`: each step is a collective. `step`:
     one from `make_step`, reused across calls (each epoch's evaluation) to trace it once.
+    `on_step` is called after every `STEPS_PER_CALL` steps and after the last.
     """
     step = step or make_step(strategy, model)
     iterator = iter(dataset)
     totals = np.zeros(3, np.float64)
-    for _ in range(steps):
-        totals += step(iterator).numpy()
+    for first in range(0, steps, STEPS_PER_CALL):
+        count = min(STEPS_PER_CALL, steps - first)
+        totals += step(iterator, tf.constant(count, tf.int32)).numpy()
         on_step()
     loss_sum, correct, examples = totals
     return Scores(

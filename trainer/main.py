@@ -8,11 +8,13 @@ fast runs before the strategy waits for peers.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 
 from launcher.core import contract
@@ -40,6 +42,27 @@ def restarts_from_env() -> int:
         raise ConfigError(f"${contract.ENV_RESTARTS} must be an integer, got {raw!r}") from None
 
 
+def import_tensorflow_meanwhile() -> threading.Thread:
+    """Start importing TensorFlow and tf-keras in a background thread, and return it.
+
+    The import (seconds) then overlaps reading the data and the checks before
+    `preflight.check_devices`, whose own `import tensorflow` waits for this one to finish
+    (Python's import lock) instead of starting over. Call it only after
+    `preflight.prepare_environment` (TensorFlow reads that environment when it loads) and
+    after the checks that refuse a bad configuration in milliseconds. A failed import is
+    left for the main thread's own import to report.
+    """
+
+    def load() -> None:
+        with contextlib.suppress(BaseException):
+            import tensorflow  # noqa: F401
+            import tf_keras  # noqa: F401
+
+    thread = threading.Thread(target=load, name="import-tensorflow", daemon=True)
+    thread.start()
+    return thread
+
+
 def make_plan(
     config: TrainConfig, cluster: preflight.Cluster, mnist: data.Mnist, gpus: int
 ) -> Plan:
@@ -65,6 +88,7 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     cluster = preflight.parse_tf_config(os.environ.get(contract.ENV_TF_CONFIG))
     logs.configure(cluster.label, debug)
     preflight.check_worker_index(cluster, os.environ.get(contract.ENV_WORKER_INDEX))
+    import_tensorflow_meanwhile()  # while the data is read; the flags and TF_CONFIG are sane
     if env_warning:
         log.warning("%s", env_warning)
     if cluster.is_multi_worker:

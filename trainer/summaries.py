@@ -52,7 +52,7 @@ class EpochEvaluation(keras.callbacks.Callback):  # type: ignore[misc]
         self._dataset = dataset
         self._steps = steps
         self._on_step = on_step
-        self._step: Callable[[Any], tf.Tensor] | None = None
+        self._step: Callable[[Any, Any], tf.Tensor] | None = None
         self.scores: dict[int, evaluate.Scores] = {}
         self.seconds = 0.0
 

@@ -129,7 +129,8 @@ class TrainerArgs:
     precision: Precision = _field(
         "precision",
         "Compute dtype: mixed = bfloat16 on CPU, float16 on GPU (float32 weights); auto = "
-        "only what was measured faster on the worker's device type (docs/performance.md).",
+        "bfloat16 on CPUs with AMX, float16 on GPUs of compute capability >= 7.0, float32 "
+        "otherwise; the worker logs its choice and why (docs/performance.md).",
         "auto",
     )
     jit_compile: bool = _field(

@@ -283,3 +283,36 @@ def test_a_failed_runs_frames_outlive_main_so_freeing_tf_data_cannot_delay_the_e
     monkeypatch.setattr(main, "_failure", [])
     assert main.main(["--epochs", "1"]) == code
     assert freed == [], "the failed run's frames were freed before the process could exit"
+
+
+def test_tensorflows_import_starts_before_the_data_is_read_and_after_the_fast_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The import (seconds) overlaps reading the data; a bad TF_CONFIG is still refused
+    before TensorFlow starts loading."""
+    from trainer import main
+
+    calls: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def load_mnist(path: object) -> None:
+        calls.append("data")
+        raise Stop
+
+    monkeypatch.setattr(main.logs, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(main, "import_tensorflow_meanwhile", lambda: calls.append("import"))
+    monkeypatch.setattr(main.data, "load_mnist", load_mnist)
+    config = main.parse_args(["--epochs", "1"], env={})
+    monkeypatch.delenv(contract.ENV_TF_CONFIG, raising=False)
+    monkeypatch.delenv(contract.ENV_WORKER_INDEX, raising=False)
+    with pytest.raises(Stop):
+        main.program(config, None)
+    assert calls == ["import", "data"]
+
+    calls.clear()
+    monkeypatch.setenv(contract.ENV_TF_CONFIG, "{not json")
+    with pytest.raises(main.ConfigError):
+        main.program(config, None)
+    assert calls == []
