@@ -151,7 +151,7 @@ def state_of(status: Status, running: bool) -> State:
 
 def common_labels(jobs: Sequence[Obj]) -> dict[str, str]:
     """The labels (key and value) shared by all `jobs`."""
-    sets = [set(((j.get("metadata") or {}).get("labels") or {}).items()) for j in jobs]
+    sets = [set(reading.labels_of(j).items()) for j in jobs]
     return dict(sorted(set.intersection(*sets))) if sets else {}
 
 
@@ -170,7 +170,7 @@ def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
     """How many workers the Jobs say the job has, at most `rules.MAX_WORKERS` (their labels
     and counts are anyone's who may create a Job: never a range to build blindly)."""
     if indexed:
-        counts = [(j.get("spec") or {}).get("completions") for j in jobs]
+        counts = [reading.spec(j).get("completions") for j in jobs]
         valid = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
         return min(max([0, *valid]), rules.MAX_WORKERS)
     indices = [
@@ -182,8 +182,7 @@ def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
 
 
 def _template_labels(job: Obj) -> Mapping[str, str]:
-    template = (job.get("spec") or {}).get("template") or {}
-    return (template.get("metadata") or {}).get("labels") or {}
+    return reading.labels_of(reading.pod_template(job))
 
 
 def _worker(index: int, pods: list[Obj]) -> Worker:

@@ -44,6 +44,14 @@ def labels_of(obj: Obj) -> Mapping[str, str]:
     return meta(obj).get("labels") or {}
 
 
+def annotations_of(obj: Obj) -> Mapping[str, str]:
+    return meta(obj).get("annotations") or {}
+
+
+def owner_references(obj: Obj) -> list[Obj]:
+    return list(meta(obj).get("ownerReferences") or ())
+
+
 def terminating(obj: Obj) -> bool:
     """Whether the object is being deleted (it has a deletionTimestamp)."""
     return bool(meta(obj).get("deletionTimestamp"))
@@ -111,6 +119,11 @@ def job_end_time(job: Obj) -> datetime.datetime | None:
     return ended or (parse_time(failed.get("lastTransitionTime")) if failed else None)
 
 
+def pod_template(job: Obj) -> Obj:
+    """The Job's pod template (metadata and spec)."""
+    return spec(job).get("template") or {}
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -120,7 +133,18 @@ def _count(value: Any) -> int:
 
 def pod_index(pod: Obj) -> int | None:
     """The worker index of a pod, whichever layout created it; None when it has none."""
-    return labels.worker_index_of(labels_of(pod), meta(pod).get("annotations") or {})
+    return labels.worker_index_of(labels_of(pod), annotations_of(pod))
+
+
+def phase(pod: Obj) -> str | None:
+    """The pod's phase (Pending, Running, Succeeded, Failed, Unknown); None before it has one."""
+    value = status(pod).get("phase")
+    return None if value is None else str(value)
+
+
+def ended(pod: Obj) -> bool:
+    """Whether the pod has ended (phase Succeeded or Failed)."""
+    return phase(pod) in ("Succeeded", "Failed")
 
 
 def trainer_container(pod: Obj) -> Obj | None:

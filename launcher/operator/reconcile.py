@@ -377,7 +377,7 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
     )
     total = g.workers
     if spec_change_pending:  # the running group is still the one of the old spec
-        total = sum(int((j.get("spec") or {}).get("completions") or 1) for j in g.live)
+        total = sum(int(reading.spec(j).get("completions") or 1) for j in g.live)
     ready = 0 if suspended else min(total, reading.ready_workers(g.live))
     phase: Phase
     if suspended and g.job.spec.suspend:
