@@ -207,7 +207,9 @@ def with_operator_state(
     for summary in summaries:
         resource = by_key.get((summary.namespace, summary.name))
         if resource is not None and (summary.namespace, summary.name) in operated:
-            summary = dataclasses.replace(summary, state=cast(Any, state_text(resource)))
+            summary = dataclasses.replace(
+                summary, state=cast(Any, state_text(resource)), operator=status_of(resource)
+            )
         rows[(summary.namespace, summary.name)] = summary
     for key, resource in by_key.items():
         if key in rows or not add_missing:
@@ -222,6 +224,7 @@ def with_operator_state(
             layout=str(spec.get("layout") or "indexed"),
             condition=status_of(resource).message or None,
             created=timestamps.created_at(resource),
+            operator=status_of(resource),
         )
     return [rows[key] for key in sorted(rows)]
 

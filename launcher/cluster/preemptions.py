@@ -1,4 +1,7 @@
-"""The preemptions a job rode out, read from its pods (pure: dicts in, a summary out).
+"""The preemptions a job rode out, as `tflaunch status` and `wait` word them (pure).
+
+The count, the step and the time are the group's Status (`launcher.core.group_status`,
+which reads the pods; a MultiWorkerJob's Status has the same fields); `Preemptions` words it.
 
 A worker told to stop (SIGTERM: eviction, drain, preemption) saves and exits
 `contract.EXIT_PREEMPTED` (79), with the saved step in its termination message
