@@ -52,34 +52,18 @@ def state_text(resource: Mapping[str, Any]) -> str:
     return f"{current.phase or 'Pending'} (operator{restarts if current.restarts else ''})"
 
 
-def document(resource: Mapping[str, Any]) -> dict[str, Any]:
-    """The MultiWorkerJob's status as `status -o json|yaml` shows it (`status.operator`):
-    what `summary_lines` says, as data. Keys as in docs/output-schema.json's OperatorStatus."""
-    current = status_of(resource)
-    limit = (resource.get("spec") or {}).get("backoffLimit")
-    progress = current.progress
-    return {
-        "multiWorkerJob": str((resource.get("metadata") or {}).get("name") or ""),
-        "phase": current.phase,
-        "reason": current.reason or None,
-        "message": current.message or None,
-        "workers": current.workers or None,
-        "restarts": current.restarts,
-        "backoffLimit": limit if isinstance(limit, int) else None,
-        "preemptions": current.preemptions,
-        "resumedAtStep": current.resumed_at_step,
-        "lastPreemptionTime": current.last_preemption_time,
-        "progress": None if progress is None else documents.document_of(progress),
-        "result": dict(current.result),
-    }
-
-
 def with_resource(summary: status.JobStatus, resource: Mapping[str, Any]) -> status.JobStatus:
-    """`summary` of a job the operator runs, with its MultiWorkerJob's status (`document`);
-    without Jobs (between restarts, or collected) its worker count is the resource's."""
-    workers = (resource.get("spec") or {}).get("workers")
-    expected = summary.expected or (workers if isinstance(workers, int) else 0)
-    return dataclasses.replace(summary, operator=document(resource), expected=expected)
+    """`summary` of a job the operator runs, with its MultiWorkerJob's `.status` read into
+    the Status type (`summary.operator`) and its backoffLimit; without Jobs (between
+    restarts, or collected) its worker count is the resource's."""
+    spec = resource.get("spec") or {}
+    workers, limit = spec.get("workers"), spec.get("backoffLimit")
+    return dataclasses.replace(
+        summary,
+        operator=status_of(resource),
+        backoff_limit=limit if isinstance(limit, int) else None,
+        expected=summary.expected or (workers if isinstance(workers, int) else 0),
+    )
 
 
 def watch_lines(resource: Mapping[str, Any]) -> dict[str, str]:
@@ -223,7 +207,9 @@ def with_operator_state(
     for summary in summaries:
         resource = by_key.get((summary.namespace, summary.name))
         if resource is not None and (summary.namespace, summary.name) in operated:
-            summary = dataclasses.replace(summary, state=cast(Any, state_text(resource)))
+            summary = dataclasses.replace(
+                summary, state=cast(Any, state_text(resource)), operator=status_of(resource)
+            )
         rows[(summary.namespace, summary.name)] = summary
     for key, resource in by_key.items():
         if key in rows or not add_missing:
@@ -238,6 +224,7 @@ def with_operator_state(
             layout=str(spec.get("layout") or "indexed"),
             condition=status_of(resource).message or None,
             created=timestamps.created_at(resource),
+            operator=status_of(resource),
         )
     return [rows[key] for key in sorted(rows)]
 

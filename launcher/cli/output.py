@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import click
 import yaml
 
+from launcher.api.status import Status
 from launcher.cluster import doctor, status
+from launcher.core import documents
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,7 +72,7 @@ def job_document(summary: status.JobStatus) -> Document:
     body["jobs"] = list(summary.jobs)
     if pods_read:
         body["workers"] = [_worker_document(w) for w in summary.workers]
-        body["operator"] = dict(summary.operator) if summary.operator is not None else None
+        body["operator"] = operator_document(summary) if summary.operator is not None else None
     return {
         "apiVersion": API_VERSION,
         "kind": "JobStatus",
@@ -82,6 +84,27 @@ def job_document(summary: status.JobStatus) -> Document:
         },
         "spec": {"layout": summary.layout, "workers": summary.expected},
         "status": body,
+    }
+
+
+def operator_document(summary: status.JobStatus) -> Document:
+    """The MultiWorkerJob's Status (`summary.operator`) as `status -o json|yaml` shows it
+    (`status.operator`): keys as in docs/output-schema.json's OperatorStatus."""
+    current = summary.operator or Status()
+    progress = current.progress
+    return {
+        "multiWorkerJob": summary.name,
+        "phase": current.phase,
+        "reason": current.reason or None,
+        "message": current.message or None,
+        "workers": current.workers or None,
+        "restarts": current.restarts,
+        "backoffLimit": summary.backoff_limit,
+        "preemptions": current.preemptions,
+        "resumedAtStep": current.resumed_at_step,
+        "lastPreemptionTime": current.last_preemption_time,
+        "progress": None if progress is None else documents.document_of(progress),
+        "result": dict(current.result),
     }
 
 

@@ -22,7 +22,7 @@ from launcher.cli import job_progress, output
 from launcher.cli.completion import job_name_argument
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
-from launcher.cluster import preemptions, stalls, status
+from launcher.cluster import stalls, status
 from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
 from launcher.core.progress import fit
 
@@ -223,9 +223,8 @@ def wait_for_job(
                 raise not_found(name, namespace)
             seen = True
             summary = status.summarize(name, namespace, objects.jobs, objects.pods)
-            preempted = preemptions.replaced_by_index(objects.pods)  # not failures
-            for w in summary.workers:
-                failures = w.restarts - preempted.get(w.index, 0)
+            for w in summary.workers:  # restarts: replacements after failures, not preemptions
+                failures = w.restarts
                 if failures > restarts.get(w.index, 0):
                     progress.say(
                         f"{name}: worker {w.index} restarted ({failures} so far); the whole "

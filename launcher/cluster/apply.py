@@ -25,7 +25,7 @@ from launcher.cluster.client import Cluster, Obj, kind_key
 from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
-from launcher.core import labels, names
+from launcher.core import labels, names, reading
 from launcher.core.errors import ClusterError, Conflict, Invalid, NotFound, SpecChanged
 
 
@@ -156,7 +156,7 @@ def _check_ownership(
     for (kind, name), obj in existing.items():
         if obj is None:
             continue
-        owner = ((obj.get("metadata") or {}).get("labels") or {}).get(labels.JOB_NAME)
+        owner = reading.labels_of(obj).get(labels.JOB_NAME)
         if owner != job:
             whose = f"tflaunch job {owner}" if owner else "something other than tflaunch"
             raise Conflict(
@@ -208,8 +208,8 @@ def _refuse_orphans(cluster: Cluster, job: str, namespace: str, program: str) ->
     orphans = sorted(
         pod["metadata"]["name"]
         for pod in cluster.list_objects("Pod", namespace, selector)
-        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        and not any(o.get("uid") in uids for o in pod["metadata"].get("ownerReferences") or [])
+        if not reading.ended(pod)
+        and not any(o.get("uid") in uids for o in reading.owner_references(pod))
     )
     if orphans:
         shown = ", ".join(orphans[:3]) + (
@@ -241,9 +241,9 @@ def _settle_suspend(job: Obj, current: Obj | None) -> None:
     job["metadata"].setdefault("annotations", {})[labels.SUSPEND_REQUESTED] = _bool_text(requested)
     if current is None:
         return
-    last = ((current.get("metadata") or {}).get("annotations") or {}).get(labels.SUSPEND_REQUESTED)
+    last = reading.annotations_of(current).get(labels.SUSPEND_REQUESTED)
     if last is None or last == _bool_text(requested):
-        job["spec"]["suspend"] = bool((current.get("spec") or {}).get("suspend"))
+        job["spec"]["suspend"] = bool(reading.spec(current).get("suspend"))
 
 
 def _bool_text(value: bool) -> str:
@@ -391,4 +391,4 @@ def _comparable(obj: Obj) -> Obj:
 
 
 def _template(job: Obj) -> Any:
-    return (job.get("spec") or {}).get("template")
+    return reading.spec(job).get("template")

@@ -90,7 +90,7 @@ def needs_of(jobs: Sequence[Obj]) -> Needs | None:
 
 
 def _pod_spec(job: Obj) -> Obj:
-    return ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return reading.spec(reading.pod_template(job))
 
 
 def _trainer(job_or_pod: Obj) -> Obj:
@@ -230,7 +230,7 @@ def check_service(services: Sequence[Obj], service_name: str) -> Check:
 def check_endpoints(slices: Sequence[Obj], pods: Sequence[Obj], service_name: str) -> Check:
     """Every live worker pod is in the Service's EndpointSlices under its hostname."""
     name = "Service endpoints"
-    live = [p for p in current_pods(pods) if (p.get("status") or {}).get("podIP")]
+    live = [p for p in current_pods(pods) if reading.status(p).get("podIP")]
     if not live:
         return skip(name, "no worker pod has an IP yet")
     published = {
@@ -265,7 +265,7 @@ def current_pods(pods: Iterable[Obj]) -> list[Obj]:
     newest: dict[int, Obj] = {}
     for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or ""):
         index = reading.pod_index(pod)
-        phase = (pod.get("status") or {}).get("phase")
+        phase = reading.phase(pod)
         if index is None or pod["metadata"].get("deletionTimestamp"):
             continue
         if phase in ("Succeeded", "Failed"):
@@ -277,7 +277,7 @@ def current_pods(pods: Iterable[Obj]) -> list[Obj]:
 def pod_hostname(pod: Obj) -> str:
     """The pod's hostname: spec.hostname (the Job controller sets `<job>-<index>` for Indexed
     Jobs; the per-worker layout sets it itself), else the pod's name."""
-    return str((pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"])
+    return str(reading.spec(pod).get("hostname") or pod["metadata"]["name"])
 
 
 def pod_tf_config(pod: Obj) -> tuple[dict[str, Any] | None, str | None]:
@@ -292,7 +292,7 @@ def pod_tf_config(pod: Obj) -> tuple[dict[str, Any] | None, str | None]:
         index = index_var.get("value")
         field = ((index_var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
         if index is None and labels.COMPLETION_INDEX in field:
-            index = (pod["metadata"].get("annotations") or {}).get(labels.COMPLETION_INDEX)
+            index = reading.annotations_of(pod).get(labels.COMPLETION_INDEX)
         if index is not None:
             value = value.replace(f"$({contract.ENV_WORKER_INDEX})", str(index))
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from launcher.cluster.client import Cluster, Obj
-from launcher.core import labels
+from launcher.core import labels, reading
 
 JOB_KINDS = ("Job", "Service", "NetworkPolicy", "Pod")
 """Everything a tflaunch job consists of, found by its labels (pods by their template's)."""
@@ -101,7 +101,7 @@ def checkpoint_run(cluster: Cluster, name: str, namespace: str | None = None) ->
     run (an older tflaunch's, whose checkpoints are per job name)."""
     jobs = cluster.list_objects("Job", cluster.ns(namespace), labels.job_selector_string(name))
     for job in sorted(jobs, key=lambda j: str(j["metadata"].get("name"))):
-        run = ((job.get("metadata") or {}).get("annotations") or {}).get(labels.CHECKPOINT_RUN)
+        run = reading.annotations_of(job).get(labels.CHECKPOINT_RUN)
         if run:
             return str(run)
     return "" if jobs else None

@@ -23,6 +23,7 @@ from launcher.cluster.client import Cluster, Obj, custom_kind
 from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
+from launcher.core import reading
 from launcher.core.errors import Conflict, ExitStatus, Forbidden, NotFound, WaitTimeout
 
 MULTIWORKERJOB = custom_kind(identity.KIND, identity.API_VERSION, identity.PLURAL)
@@ -37,7 +38,7 @@ class OperatorOwned(Conflict):
 
 def controller_of(obj: Mapping[str, Any]) -> str | None:
     """The name of the MultiWorkerJob that controls `obj`, or None."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+    for ref in reading.owner_references(obj):
         ours = ref.get("kind") == identity.KIND and ref.get("apiVersion") == identity.API_VERSION
         if ours and ref.get("controller"):
             return str(ref.get("name"))

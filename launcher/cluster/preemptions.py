@@ -1,4 +1,7 @@
-"""The preemptions a job rode out, read from its pods (pure: dicts in, a summary out).
+"""The preemptions a job rode out, as `tflaunch status` and `wait` word them (pure).
+
+The count, the step and the time are the group's Status (`launcher.core.group_status`,
+which reads the pods; a MultiWorkerJob's Status has the same fields); `Preemptions` words it.
 
 A worker told to stop (SIGTERM: eviction, drain, preemption) saves and exits
 `contract.EXIT_PREEMPTED` (79), with the saved step in its termination message
@@ -20,8 +23,9 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from launcher.core import contract, reading
-from launcher.core.timestamps import EPOCH, created_at
+from launcher.api.status import Status
+from launcher.core import group_status
+from launcher.core.timestamps import parse_time
 
 Obj = Mapping[str, Any]
 
@@ -57,34 +61,13 @@ class Preemptions:
 
 def summarize(pods: Iterable[Obj]) -> Preemptions:
     """The job's preemptions from all of its pods (replaced ones included)."""
-    grouped = reading.preemption_events(reading.preempted_exits(pods))
-    if not grouped:
-        return Preemptions()
-    latest = grouped[-1]
-    steps = [e.step for e in latest if e.step is not None]
+    return of(group_status.with_preemptions(Status(), pods))
+
+
+def of(status: Status) -> Preemptions:
+    """The preemptions a group's Status records (`launcher.core.group_status`)."""
     return Preemptions(
-        count=len(grouped),
-        resumed_at_step=steps[0] if steps else None,
-        last=latest[0].finished,
+        count=status.preemptions,
+        resumed_at_step=status.resumed_at_step,
+        last=parse_time(status.last_preemption_time),
     )
-
-
-def replaced_by_index(pods: Iterable[Obj]) -> dict[int, int]:
-    """Per worker index, its pods that exited 79 and have a newer pod: the replacements
-    that were preemptions, not failures (what `wait` leaves out of "worker N restarted")."""
-
-    by_index: dict[int, list[Obj]] = {}
-    for pod in pods:
-        index = reading.pod_index(pod)
-        if index is not None:
-            by_index.setdefault(index, []).append(pod)
-    replaced: dict[int, int] = {}
-    for index, group in by_index.items():
-        ordered = sorted(group, key=lambda p: (created_at(p) or EPOCH, p["metadata"]["name"]))
-        count = sum(
-            (reading.terminated(p) or {}).get("exitCode") == contract.EXIT_PREEMPTED
-            for p in ordered[:-1]
-        )
-        if count:
-            replaced[index] = count
-    return replaced

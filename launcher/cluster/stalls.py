@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Sequence
 
 from launcher.cluster.status import JobStatus, Obj, Worker, duration, first_line
+from launcher.core import reading
 from launcher.core.reading import COMPLETE, FAILED, true_conditions
 
 
@@ -67,7 +68,7 @@ def missing_pods(jobs: Sequence[Obj], pods: Sequence[Obj]) -> tuple[Shortfall, .
     live: dict[str, int] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
-        phase = (pod.get("status") or {}).get("phase")
+        phase = reading.phase(pod)
         if meta.get("deletionTimestamp") or phase in ("Succeeded", "Failed"):
             continue
         for owner in meta.get("ownerReferences") or []:

@@ -15,8 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from launcher.api import rules
+from launcher.api.status import Status
 from launcher.cluster import preemptions as preemptions_lib
 from launcher.core import contract, labels, reading
+from launcher.core.group_status import group_status, newest_first, replacements
 from launcher.core.timestamps import EPOCH, created_at, parse_time
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
@@ -62,13 +64,19 @@ class JobStatus:
     """The labels every one of its Jobs carries (what `list -l` selects on)."""
     active: int | None = None
     """Active pods as the Jobs count them, when the pods themselves were not read (`list`)."""
-    preemptions: preemptions_lib.Preemptions = dataclasses.field(
-        default_factory=preemptions_lib.Preemptions
-    )
-    """The preemptions its pods rode out (exit 79; `launcher.cluster.preemptions`)."""
-    operator: Mapping[str, Any] | None = None
-    """Its MultiWorkerJob's status as `launcher.cli.operator_jobs.document` gives it, when
-    the operator runs the job (set by the CLI, which reads the resource)."""
+    status: Status = dataclasses.field(default_factory=Status)
+    """The group's Status read from its Jobs and Pods (`launcher.core.group_status`), the
+    summary the operator stores for a MultiWorkerJob: restarts and preemptions come from it."""
+    operator: Status | None = None
+    """Its MultiWorkerJob's `.status`, read into the same type, when the operator runs the
+    job (set by the CLI, which reads the resource; `launcher.cli.operator_jobs`)."""
+    backoff_limit: int | None = None
+    """Its MultiWorkerJob's spec.backoffLimit, when the operator runs the job."""
+
+    @property
+    def preemptions(self) -> preemptions_lib.Preemptions:
+        """The preemptions its pods rode out (exit 79), from `status`."""
+        return preemptions_lib.of(self.status)
 
     @property
     def running(self) -> int:
@@ -76,7 +84,7 @@ class JobStatus:
 
     @property
     def restarts(self) -> int:
-        return sum(w.restarts for w in self.workers)
+        return self.status.restarts
 
     @property
     def finished(self) -> bool:
@@ -88,7 +96,7 @@ class JobStatus:
 
 def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj]) -> JobStatus:
     """The status of job `name` from its Jobs and Pods (all of them, old attempts included)."""
-    indexed = any((j.get("spec") or {}).get("completionMode") == "Indexed" for j in jobs)
+    indexed = reading.indexed(jobs)
     expected = _expected_workers(jobs, indexed)
     by_index: dict[int, list[Obj]] = {}
     for pod in pods:
@@ -98,30 +106,31 @@ def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj
     workers = tuple(
         _worker(i, by_index.get(i, [])) for i in sorted(set(range(expected)) | set(by_index))
     )
-    state, condition = _state(jobs, workers, expected, indexed)
+    group = group_status(jobs, pods, workers=expected)
     created = min((t for j in jobs if (t := created_at(j)) is not None), default=None)
     return JobStatus(
         name=name,
         namespace=namespace,
-        state=state,
+        state=state_of(group, any(w.phase == "Running" for w in workers)),
         workers=workers,
         expected=expected,
         layout="indexed" if indexed or not jobs else "per-worker",
-        condition=condition,
+        condition=_condition(group, jobs),
         created=created,
-        jobs=tuple(sorted(j["metadata"]["name"] for j in jobs)),
+        jobs=tuple(sorted(reading.name(j) for j in jobs)),
         labels=common_labels(jobs),
-        preemptions=preemptions_lib.summarize(pods),
+        status=group,
     )
 
 
 def overview(name: str, namespace: str, jobs: Sequence[Obj]) -> JobStatus:
     """A job's status from its Jobs alone (`tflaunch list` reads no pods): no workers, the
     state from the Jobs' conditions and counts, `active` from their status."""
-    state, condition = jobs_state(jobs)
-    active = sum(int((j.get("status") or {}).get("active") or 0) for j in jobs)
     summary = summarize(name, namespace, jobs, [])
-    return dataclasses.replace(summary, state=state, condition=condition, workers=(), active=active)
+    active = reading.active_workers(jobs)
+    return dataclasses.replace(
+        summary, state=state_of(summary.status, active > 0), workers=(), active=active
+    )
 
 
 def overviews(jobs: Iterable[Obj]) -> list[JobStatus]:
@@ -129,22 +138,21 @@ def overviews(jobs: Iterable[Obj]) -> list[JobStatus]:
     return [overview(name, ns, group) for (ns, name), group in group_jobs(jobs).items()]
 
 
+def state_of(status: Status, running: bool) -> State:
+    """The STATE `tflaunch status/list` show for the group's `status`: its phase when the
+    group has finished or is suspended; else Running when a worker pod runs (`running`),
+    Pending when none does; Unknown without Jobs."""
+    if status.phase in ("Succeeded", "Failed", "Suspended"):
+        return status.phase
+    if status.phase is None:
+        return "Unknown"
+    return "Running" if running else "Pending"
+
+
 def common_labels(jobs: Sequence[Obj]) -> dict[str, str]:
     """The labels (key and value) shared by all `jobs`."""
-    sets = [set(((j.get("metadata") or {}).get("labels") or {}).items()) for j in jobs]
+    sets = [set(reading.labels_of(j).items()) for j in jobs]
     return dict(sorted(set.intersection(*sets))) if sets else {}
-
-
-def jobs_state(jobs: Sequence[Obj]) -> tuple[State, str | None]:
-    """State and condition from Jobs alone (`tflaunch list`: no pods read)."""
-    indexed = any((j.get("spec") or {}).get("completionMode") == "Indexed" for j in jobs)
-    expected = _expected_workers(jobs, indexed)
-    active = sum(int((j.get("status") or {}).get("active") or 0) for j in jobs)
-    placeholder = tuple(
-        Worker(i, None, "Running" if i < active else "Pending", None, 0, None, None)
-        for i in range(expected)
-    )
-    return _state(jobs, placeholder, expected, indexed)
 
 
 def group_jobs(jobs: Iterable[Obj]) -> dict[tuple[str, str], list[Obj]]:
@@ -162,7 +170,7 @@ def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
     """How many workers the Jobs say the job has, at most `rules.MAX_WORKERS` (their labels
     and counts are anyone's who may create a Job: never a range to build blindly)."""
     if indexed:
-        counts = [(j.get("spec") or {}).get("completions") for j in jobs]
+        counts = [reading.spec(j).get("completions") for j in jobs]
         valid = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
         return min(max([0, *valid]), rules.MAX_WORKERS)
     indices = [
@@ -173,30 +181,23 @@ def _expected_workers(jobs: Sequence[Obj], indexed: bool) -> int:
     return min(max([len(jobs), *(i + 1 for i in indices)]), rules.MAX_WORKERS)
 
 
-def _preempted(pod: Obj) -> bool:
-    return pod_state(pod)[2] == contract.EXIT_PREEMPTED
-
-
 def _template_labels(job: Obj) -> Mapping[str, str]:
-    template = (job.get("spec") or {}).get("template") or {}
-    return (template.get("metadata") or {}).get("labels") or {}
+    return reading.labels_of(reading.pod_template(job))
 
 
 def _worker(index: int, pods: list[Obj]) -> Worker:
     if not pods:
         return Worker(index, None, "Missing", None, 0, None, "no pod yet")
-    ordered = sorted(pods, key=lambda p: (created_at(p) or EPOCH, p["metadata"]["name"]))
-    live = [p for p in ordered if not p["metadata"].get("deletionTimestamp")]
-    pod = (live or ordered)[-1]
+    pod = newest_first(pods)[0]
     phase, reason, exit_code = pod_state(pod)
     return Worker(
         index=index,
-        pod=pod["metadata"]["name"],
+        pod=reading.name(pod),
         phase=phase,
-        node=(pod.get("spec") or {}).get("nodeName"),
+        node=reading.spec(pod).get("nodeName"),
         # A pod replaced after it saved and exited EXIT_PREEMPTED is a preemption
         # (`preemptions`), not a restart: the Job does not count it against backoffLimit.
-        restarts=sum(1 for p in ordered if p is not pod and not _preempted(p)),
+        restarts=replacements(pods).get(index, 0),
         created=created_at(pod),
         reason=reason,
         exit_code=exit_code,
@@ -266,28 +267,16 @@ def first_line(text: Any, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _state(
-    jobs: Sequence[Obj], workers: Sequence[Worker], expected: int, indexed: bool
-) -> tuple[State, str | None]:
-    if not jobs:
-        return "Unknown", None
-    for job in jobs:
-        failed = reading.job_failed(job)
-        if failed is not None:
-            return "Failed", _condition_text("Failed", failed, job, len(jobs) > 1)
-    completed = [j for j in jobs if reading.job_complete(j)]
-    if completed and len(completed) == len(jobs) and (indexed or len(jobs) >= expected):
-        return "Succeeded", "Complete"
-    suspended = [
-        j
-        for j in jobs
-        if "Suspended" in reading.true_conditions(j) or (j.get("spec") or {}).get("suspend")
-    ]
-    if suspended:
-        return "Suspended", "Suspended: the Job is suspended (e.g. queued by Kueue)"
-    if any(w.phase == "Running" for w in workers):
-        return "Running", None
-    return "Pending", None
+def _condition(status: Status, jobs: Sequence[Obj]) -> str | None:
+    """The Jobs' decisive condition in words, for the phase `status` gives the group."""
+    if status.phase == "Failed":
+        failed = next((j, c) for j in jobs if (c := reading.job_failed(j)) is not None)
+        return _condition_text("Failed", failed[1], failed[0], len(jobs) > 1)
+    if status.phase == "Succeeded":
+        return "Complete"
+    if status.phase == "Suspended":
+        return "Suspended: the Job is suspended (e.g. queued by Kueue)"
+    return None
 
 
 def _condition_text(kind: str, condition: Obj, job: Obj, name_it: bool) -> str:

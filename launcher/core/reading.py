@@ -29,6 +29,42 @@ DEFAULT_GRACE_SECONDS = 30
 """The pod's terminationGracePeriodSeconds when its spec does not say (Kubernetes' default)."""
 
 
+# --- Any object ----------------------------------------------------------------------------
+
+
+def meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def name(obj: Obj) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def labels_of(obj: Obj) -> Mapping[str, str]:
+    return meta(obj).get("labels") or {}
+
+
+def annotations_of(obj: Obj) -> Mapping[str, str]:
+    return meta(obj).get("annotations") or {}
+
+
+def owner_references(obj: Obj) -> list[Obj]:
+    return list(meta(obj).get("ownerReferences") or ())
+
+
+def terminating(obj: Obj) -> bool:
+    """Whether the object is being deleted (it has a deletionTimestamp)."""
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def spec(obj: Obj) -> Obj:
+    return obj.get("spec") or {}
+
+
+def status(obj: Obj) -> Obj:
+    return obj.get("status") or {}
+
+
 # --- Jobs ----------------------------------------------------------------------------------
 
 
@@ -36,7 +72,7 @@ def true_conditions(job: Obj) -> dict[str, Obj]:
     """A Job's conditions that hold, by type."""
     return {
         str(c.get("type")): c
-        for c in (job.get("status") or {}).get("conditions") or []
+        for c in status(job).get("conditions") or []
         if c.get("status") == "True"
     }
 
@@ -52,18 +88,68 @@ def job_failed(job: Obj) -> Obj | None:
     return next((conditions[kind] for kind in FAILED if kind in conditions), None)
 
 
+def job_suspended(job: Obj) -> bool:
+    """Whether the Job is suspended (spec.suspend, or its Suspended condition)."""
+    return bool(spec(job).get("suspend")) or "Suspended" in true_conditions(job)
+
+
+def indexed(jobs: Iterable[Obj]) -> bool:
+    """Whether the Jobs are of the indexed layout (one Job, completionMode Indexed)."""
+    return any(spec(j).get("completionMode") == "Indexed" for j in jobs)
+
+
+def ready_workers(jobs: Iterable[Obj]) -> int:
+    """Worker pods running and ready, as the Jobs count them (status.ready)."""
+    return sum(_count(status(j).get("ready")) for j in jobs)
+
+
+def active_workers(jobs: Iterable[Obj]) -> int:
+    """Worker pods that have not ended, as the Jobs count them (status.active)."""
+    return sum(_count(status(j).get("active")) for j in jobs)
+
+
+def job_start_time(job: Obj) -> datetime.datetime | None:
+    return parse_time(status(job).get("startTime"))
+
+
+def job_end_time(job: Obj) -> datetime.datetime | None:
+    """When the Job succeeded (status.completionTime) or failed (its condition's time)."""
+    ended = parse_time(status(job).get("completionTime"))
+    failed = job_failed(job)
+    return ended or (parse_time(failed.get("lastTransitionTime")) if failed else None)
+
+
+def pod_template(job: Obj) -> Obj:
+    """The Job's pod template (metadata and spec)."""
+    return spec(job).get("template") or {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 # --- Pods ----------------------------------------------------------------------------------
 
 
 def pod_index(pod: Obj) -> int | None:
     """The worker index of a pod, whichever layout created it; None when it has none."""
-    meta = pod.get("metadata") or {}
-    return labels.worker_index_of(meta.get("labels") or {}, meta.get("annotations") or {})
+    return labels.worker_index_of(labels_of(pod), annotations_of(pod))
+
+
+def phase(pod: Obj) -> str | None:
+    """The pod's phase (Pending, Running, Succeeded, Failed, Unknown); None before it has one."""
+    value = status(pod).get("phase")
+    return None if value is None else str(value)
+
+
+def ended(pod: Obj) -> bool:
+    """Whether the pod has ended (phase Succeeded or Failed)."""
+    return phase(pod) in ("Succeeded", "Failed")
 
 
 def trainer_container(pod: Obj) -> Obj | None:
     """The trainer container's status (the first container's, when none is named trainer)."""
-    containers = (pod.get("status") or {}).get("containerStatuses") or []
+    containers = status(pod).get("containerStatuses") or []
     container = next((c for c in containers if c.get("name") == "trainer"), None)
     return container if container is not None else (containers[0] if containers else None)
 
@@ -77,6 +163,17 @@ def terminated(pod: Obj) -> Obj | None:
         if isinstance(state, Mapping) and state:
             return state
     return None
+
+
+def exit_code(pod: Obj) -> int | None:
+    """The trainer's exit code (`terminated`); None while it has not exited."""
+    code = (terminated(pod) or {}).get("exitCode")
+    return code if isinstance(code, int) else None
+
+
+def preempted(pod: Obj) -> bool:
+    """Whether the worker saved and exited EXIT_PREEMPTED (a preemption, not a failure)."""
+    return exit_code(pod) == contract.EXIT_PREEMPTED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,18 +199,18 @@ def failed_workers(pods: Iterable[Obj]) -> list[WorkerExit]:
     exits = []
     for pod in pods:
         state = terminated(pod)
-        status = pod.get("status") or {}
+        pod_status = status(pod)
         code = state.get("exitCode") if state else None
-        if (code is None or code == contract.EXIT_OK) and status.get("phase") != "Failed":
+        if (code is None or code == contract.EXIT_OK) and pod_status.get("phase") != "Failed":
             continue
         if code is not None and exit_policy.group_action(code) == "resume":
             continue
         exits.append(
             WorkerExit(
                 worker=pod_index(pod),
-                pod=str((pod.get("metadata") or {}).get("name") or ""),
+                pod=name(pod),
                 exit_code=code,
-                reason=str((state or {}).get("reason") or status.get("reason") or ""),
+                reason=str((state or {}).get("reason") or pod_status.get("reason") or ""),
                 message=untrusted.cut(str((state or {}).get("message") or "")),
             )
         )
@@ -154,10 +251,10 @@ def preempted_exits(pods: Iterable[Obj]) -> list[PreemptedExit]:
         finished = parse_time(state.get("finishedAt"))
         if finished is None:
             continue
-        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        grace = spec(pod).get("terminationGracePeriodSeconds")
         exits.append(
             PreemptedExit(
-                pod=str((pod.get("metadata") or {}).get("name") or ""),
+                pod=name(pod),
                 index=pod_index(pod),
                 finished=finished,
                 step=contract.saved_step(state.get("message")),

@@ -18,6 +18,7 @@ from launcher.api.status import PODS_NOT_CREATED as PODS_NOT_CREATED
 from launcher.api.status import REJECTED as REJECTED
 from launcher.api.status import RETRYABLE_FAILURES as RETRYABLE_FAILURES
 from launcher.api.status import Condition, Phase, Status
+from launcher.core.group_status import with_workers as with_workers
 from launcher.core.timestamps import format_time
 from launcher.operator import crd
 
@@ -62,12 +63,6 @@ def with_phase(
 
 def _has_condition(status: Status, kind: str) -> bool:
     return any(c.type == kind and c.status == "True" for c in status.conditions)
-
-
-def with_workers(status: Status, ready: int, total: int) -> Status:
-    return dataclasses.replace(
-        status, workers=f"{ready}/{total}", workers_ready=ready, workers_total=total
-    )
 
 
 def finished(status: Status) -> bool:

@@ -28,7 +28,7 @@ import kopf
 
 from launcher.cluster import apply, client, custom, find, stalls
 from launcher.cluster.client import Cluster, credentials
-from launcher.core import labels
+from launcher.core import labels, reading
 from launcher.core.errors import (
     ClusterError,
     Conflict,
@@ -226,7 +226,7 @@ def _check_ours(cluster: Cluster, obj: Mapping[str, Any], resource: Mapping[str,
     current = cluster.get(client.kind_key(obj), meta["name"], meta.get("namespace"))
     if current is None:
         return
-    owners = (current.get("metadata") or {}).get("ownerReferences") or []
+    owners = reading.owner_references(current)
     if not any(o.get("uid") == resource["metadata"]["uid"] for o in owners):
         raise NameTaken(f"{obj['kind']} {meta['name']}")
 
@@ -353,7 +353,7 @@ class Controller:
 
 def owner_of(body: Mapping[str, Any]) -> str | None:
     """The MultiWorkerJob that controls a Job, by its ownerReference."""
-    for reference in (body.get("metadata") or {}).get("ownerReferences") or ():
+    for reference in reading.owner_references(body):
         if reference.get("kind") == crd.KIND and reference.get("apiVersion") == crd.API_VERSION:
             return str(reference.get("name"))
     return None

@@ -16,24 +16,19 @@ from launcher.core import contract, reading, untrusted
 K8sObject = dict[str, Any]
 
 
-def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(meta_of(obj).get("name", ""))
-
-
-def terminating(obj: Mapping[str, Any]) -> bool:
-    return bool(meta_of(obj).get("deletionTimestamp"))
+meta_of = reading.meta
+name_of = reading.name
+terminating = reading.terminating
 
 
 def job_suspended(job: Mapping[str, Any]) -> bool:
-    return bool((job.get("spec") or {}).get("suspend"))
+    """Whether the Job's spec.suspend is set (what the operator propagates; a Suspended
+    condition without it is `reading.job_suspended`)."""
+    return bool(reading.spec(job).get("suspend"))
 
 
 def annotation_of(obj: Mapping[str, Any], key: str) -> str | None:
-    value = (meta_of(obj).get("annotations") or {}).get(key)
+    value = reading.annotations_of(obj).get(key)
     return None if value is None else str(value)
 
 
@@ -52,10 +47,10 @@ def parse_result(text: str | None) -> dict[str, Any] | None:
 def chief_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """Worker 0's pod, preferring one that succeeded."""
     chiefs = [p for p in pods if reading.pod_index(p) == 0]
-    chiefs.sort(key=lambda p: (p.get("status") or {}).get("phase") != "Succeeded")
+    chiefs.sort(key=lambda p: reading.phase(p) != "Succeeded")
     return chiefs[0] if chiefs else None
 
 
 def owned_by(obj: Mapping[str, Any], uids: Iterable[str]) -> bool:
     wanted = set(uids)
-    return any(ref.get("uid") in wanted for ref in meta_of(obj).get("ownerReferences") or ())
+    return any(ref.get("uid") in wanted for ref in reading.owner_references(obj))

@@ -15,7 +15,7 @@ from typing import Any
 
 from launcher.api import spec as spec_model
 from launcher.core import names
-from launcher.core.reading import job_complete, terminated
+from launcher.core.reading import ended, job_complete, terminated
 from launcher.operator import crd
 from launcher.operator.children import spec_hash
 from launcher.operator.conditions import finished
@@ -64,12 +64,7 @@ def orphaned_pods(observed: Observed) -> list[str]:
     have not ended: left behind by `kubectl delete job --cascade=orphan` (or not yet
     collected). A new worker group beside them would give each worker name two pods."""
     job_uids = {str(meta_of(j).get("uid")) for j in observed.jobs if meta_of(j).get("uid")}
-    return sorted(
-        name_of(p)
-        for p in observed.pods
-        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        and not owned_by(p, job_uids)
-    )
+    return sorted(name_of(p) for p in observed.pods if not ended(p) and not owned_by(p, job_uids))
 
 
 def owned(observed: Observed) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:

@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 
 from launcher.core import progress as progress_lib
+from launcher.core import reading
 from launcher.core.documents import to_progress as to_progress
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import ProgressStatus, Status
@@ -36,7 +37,7 @@ def log_wanted(observed: Observed, old: Status) -> str | None:
         return None
     _, pods = owned(observed)
     chief = chief_pod(p for p in pods if not terminating(p))
-    if chief is None or (chief.get("status") or {}).get("phase") != "Running":
+    if chief is None or reading.phase(chief) != "Running":
         return None
     return name_of(chief)
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.api.status import describe_preemptions
-from launcher.core import labels, load
+from launcher.core import group_status, labels, load, reading
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
@@ -377,9 +377,8 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
     )
     total = g.workers
     if spec_change_pending:  # the running group is still the one of the old spec
-        total = sum(int((j.get("spec") or {}).get("completions") or 1) for j in g.live)
-    ready = sum(int((j.get("status") or {}).get("ready") or 0) for j in g.live)
-    ready = 0 if suspended else min(total, ready)
+        total = sum(int(reading.spec(j).get("completions") or 1) for j in g.live)
+    ready = 0 if suspended else min(total, reading.ready_workers(g.live))
     phase: Phase
     if suspended and g.job.spec.suspend:
         phase, reason = "Suspended", "Suspended"
@@ -387,12 +386,8 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
     elif suspended:
         phase, reason = "Suspended", "Queued"
         message = "the Jobs are suspended by someone else, e.g. queued by Kueue"
-    elif ready >= total:
-        phase, reason = "Running", "AllWorkersReady"
-        message = f"all {total} workers are ready"
     else:
-        phase, reason = "Created", "WaitingForWorkers"
-        message = f"waiting for the workers: {ready}/{total} ready"
+        phase, reason, message = group_status.readiness(ready, total)
     short = g.observed.blocked
     causes = {job: why for job, why in sorted(short.items()) if why}
     if phase == "Created" and causes:

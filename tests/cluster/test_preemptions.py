@@ -125,7 +125,7 @@ def test_the_saved_step_is_read_from_the_termination_message() -> None:
     assert contract.saved_step(None) is None
 
 
-def test_replaced_by_index_counts_the_preempted_pods_that_have_a_newer_pod() -> None:
+def test_a_worker_s_restarts_count_its_failures_and_not_its_preemptions() -> None:
     pods = [
         pod(1, "a1", finished=0, created=-60),
         pod(1, "b1", finished=30, created=1),
@@ -134,7 +134,10 @@ def test_replaced_by_index_counts_the_preempted_pods_that_have_a_newer_pod() -> 
         pod(0, "a0", exit_code=None, created=-60),
     ]
 
-    assert preemptions.replaced_by_index(pods) == {1: 2}
+    summary = status.summarize("mnist", "default", [job_objects()[-1]], pods)
+
+    assert [(w.index, w.restarts) for w in summary.workers] == [(0, 0), (1, 1)]
+    assert summary.restarts == summary.status.restarts == 1
 
 
 def test_status_wait_and_the_document_say_the_preemptions() -> None:

@@ -155,8 +155,8 @@ def test_per_worker_pods_are_indexed_by_their_label() -> None:
 
 
 def test_list_reads_the_state_from_jobs_alone() -> None:
-    assert status.jobs_state([with_active(indexed_job(), 2)])[0] == "Running"
-    assert status.jobs_state([indexed_job()])[0] == "Pending"
+    assert status.overview("mnist", "default", [with_active(indexed_job(), 2)]).state == "Running"
+    assert status.overview("mnist", "default", [indexed_job()]).state == "Pending"
 
 
 def test_status_prints_a_row_per_worker_and_the_condition(

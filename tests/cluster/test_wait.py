@@ -183,6 +183,23 @@ def test_a_restarted_worker_is_reported_while_waiting(
     assert "restarts: worker 0 x1" in result.err
 
 
+def test_a_worker_that_fails_after_a_preemption_is_reported_restarted(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    def preempt_then_fail_then_run() -> None:  # a0 saved (79), a1 failed (1), a2 runs
+        fake.put(pod_for(running, 0, phase="Failed", exit_code=79, age=90))
+        fake.put(pod_for(running, 0, attempt=1, phase="Failed", exit_code=1, age=60))
+        fake.put(pod_for(running, 0, attempt=2, age=1))
+
+    later(0.2, preempt_then_fail_then_run)
+    later(0.6, lambda: fake.put(with_condition(running, "Complete")))
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == 0, result
+    assert "mnist: worker 0 restarted (1 so far)" in result.err  # the failure, not the 79
+
+
 def test_per_worker_jobs_succeed_when_all_complete(
     tflaunch: Tflaunch, cluster: Cluster, fake: FakeKubernetes, later: Later
 ) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from launcher.api.status import Status
+from launcher.cli import operator_jobs
 from launcher.cluster import status
 from launcher.core import contract
 from launcher.core.timestamps import format_time
@@ -104,6 +106,63 @@ def test_the_operator_counts_a_second_preemption_at_another_step_in_a_later_reco
     twice = preemptions.record(once, later, grace_seconds=30)
     assert (once.preemptions, twice.preemptions, twice.resumed_at_step) == (1, 2, 20)
     assert preemptions.record(twice, later, grace_seconds=30) == twice
+
+
+# --- one Status: what a plain job's objects say is what the operator stores --------------------
+
+OBSERVED = (
+    "phase", "workers", "workers_ready", "workers_total",
+    "preemptions", "resumed_at_step", "last_preemption_time",
+)  # fmt: skip
+"""The Status fields the Jobs and Pods decide (restarts, conditions and times are the
+operator's own bookkeeping of what it did)."""
+
+
+def _both(cluster: Cluster) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the Status `tflaunch status` computes from the objects as for a plain job, the
+    MultiWorkerJob's .status the operator stored, read by the CLI into the same type)."""
+    summary = status.summarize(
+        "mnist", "default", list(cluster.jobs.values()), list(cluster.pods.values())
+    )
+    stored = operator_jobs.with_resource(summary, cluster.resource).operator
+    assert isinstance(summary.status, Status) and isinstance(stored, Status)
+    return (
+        {key: getattr(summary.status, key) for key in OBSERVED},
+        {key: getattr(stored, key) for key in OBSERVED},
+    )
+
+
+def _preempted_once(cluster: Cluster, step: int) -> None:
+    """Every worker saves at `step` and exits 79; the Jobs replace the pods, which run."""
+    for pod in list(cluster.pods.values()):
+        ended = copy.deepcopy(pod)
+        ended["metadata"]["name"] += "-preempted"
+        ended["metadata"]["creationTimestamp"] = format_time(T0 - 60 * SECOND)
+        ended["status"] = {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "trainer", "state": {"terminated": {
+                "exitCode": 79, "finishedAt": format_time(T0),
+                "message": f"preempted: every worker saved at step {step} (epoch 1)",
+            }}}],
+        }  # fmt: skip
+        cluster.pods[ended["metadata"]["name"]] = ended
+
+
+@pytest.mark.parametrize("moment", ["waiting", "running", "preempted", "succeeded"])
+def test_a_plain_job_s_status_is_the_status_the_operator_stores_for_the_same_objects(moment):
+    cluster = Cluster(resource({"backoffLimit": 3}))
+    cluster.settle()  # the Jobs exist, no pod runs yet
+    if moment != "waiting":
+        cluster.start_workers()
+    if moment == "preempted":
+        _preempted_once(cluster, step=70)
+    if moment == "succeeded":
+        cluster.complete()
+    cluster.settle()
+    cli, operator = _both(cluster)
+    assert cli == operator
+    expected_phase = {"waiting": "Created", "succeeded": "Succeeded"}.get(moment, "Running")
+    assert (cli["phase"], cli["preemptions"]) == (expected_phase, int(moment == "preempted"))
 
 
 # --- one exit-code table ---------------------------------------------------------------------
