@@ -69,6 +69,7 @@ def make_plan(
     """Batch and step arithmetic, checked before any peer is contacted."""
     replicas = cluster.num_workers * max(1, gpus)
     per_replica = preflight.per_replica_batch(config.global_batch_size, replicas)
+    eval_batch = data.eval_batch_size(len(mnist.y_test), config.global_batch_size)
     return Plan(
         workers=cluster.num_workers,
         replicas=replicas,
@@ -78,7 +79,8 @@ def make_plan(
         steps_per_epoch=data.steps_per_epoch(
             len(mnist.y_train), config.global_batch_size, config.steps_per_epoch
         ),
-        eval_steps=data.eval_steps(len(mnist.y_test), config.global_batch_size),
+        eval_batch_size=eval_batch,
+        eval_steps=data.eval_steps(len(mnist.y_test), eval_batch),
         threads=preflight.thread_count(config.threads),
     )
 

@@ -392,7 +392,7 @@ def run(
     # The same stream as an uninterrupted run from the step it stopped at: the pipeline is
     # deterministic (seeded shuffle), so skipping the batches already trained on is exact.
     train = train.skip(resumed_at)
-    test = data.eval_dataset(mnist, plan.global_batch_size, autotune=not on_cpu)
+    test = data.eval_dataset(mnist, plan.eval_batch_size, autotune=not on_cpu)
     if on_cpu:
         no_fetch = tf.distribute.InputOptions(experimental_fetch_to_device=False)
         train = strategy.experimental_distribute_dataset(train, options=no_fetch)
