@@ -127,7 +127,20 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
             "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
         )
     watchdog = Watchdog()
-    result = train.run(config, cluster, mnist, plan, checkpoint_dir, watchdog, restarts, timings)
+    from trainer import summaries
+
+    curves = summaries.CurvesMeanwhile(config.model_dir, _run_label(config.model_dir))
+    result = train.run(
+        config,
+        cluster,
+        mnist,
+        plan,
+        checkpoint_dir,
+        watchdog,
+        restarts,
+        timings,
+        before_export=curves.start if cluster.is_chief else lambda result: None,
+    )
     result["phases"] = timings.as_dict()
     log.info("phases: %s", phases.describe(result["phases"]))
     watchdog.stop()
@@ -135,9 +148,7 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     if cluster.is_chief:
         train.publish_result(result, config.model_dir)
-        from trainer import summaries
-
-        summaries.write_curves(result, config.model_dir, _run_label(config.model_dir))
+        curves.wait()  # drawn while the model was exported
     log.info("done")
     return contract.EXIT_OK
 
