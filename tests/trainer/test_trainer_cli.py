@@ -338,6 +338,8 @@ def test_the_chief_starts_drawing_curves_before_the_export_and_waits_for_them(
 
     monkeypatch.setattr(summaries.CurvesMeanwhile, "start", started)
     monkeypatch.setattr(train, "export_model", exported)
+    # In a session whose earlier tests started TensorFlow, its thread pools are fixed.
+    monkeypatch.setattr(train, "configure_threads", lambda threads: None)
     monkeypatch.setattr(main.logs, "configure", lambda *args, **kwargs: None)
     monkeypatch.delenv(contract.ENV_TF_CONFIG, raising=False)
     monkeypatch.delenv(contract.ENV_WORKER_INDEX, raising=False)
