@@ -69,6 +69,7 @@ def make_plan(
     """Batch and step arithmetic, checked before any peer is contacted."""
     replicas = cluster.num_workers * max(1, gpus)
     per_replica = preflight.per_replica_batch(config.global_batch_size, replicas)
+    eval_batch = data.eval_batch_size(len(mnist.y_test), config.global_batch_size)
     return Plan(
         workers=cluster.num_workers,
         replicas=replicas,
@@ -78,7 +79,8 @@ def make_plan(
         steps_per_epoch=data.steps_per_epoch(
             len(mnist.y_train), config.global_batch_size, config.steps_per_epoch
         ),
-        eval_steps=data.eval_steps(len(mnist.y_test), config.global_batch_size),
+        eval_batch_size=eval_batch,
+        eval_steps=data.eval_steps(len(mnist.y_test), eval_batch),
         threads=preflight.thread_count(config.threads),
     )
 
@@ -125,7 +127,20 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
             "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
         )
     watchdog = Watchdog()
-    result = train.run(config, cluster, mnist, plan, checkpoint_dir, watchdog, restarts, timings)
+    from trainer import summaries
+
+    curves = summaries.CurvesMeanwhile(config.model_dir, _run_label(config.model_dir))
+    result = train.run(
+        config,
+        cluster,
+        mnist,
+        plan,
+        checkpoint_dir,
+        watchdog,
+        restarts,
+        timings,
+        before_export=curves.start if cluster.is_chief else lambda result: None,
+    )
     result["phases"] = timings.as_dict()
     log.info("phases: %s", phases.describe(result["phases"]))
     watchdog.stop()
@@ -133,9 +148,7 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     if cluster.is_chief:
         train.publish_result(result, config.model_dir)
-        from trainer import summaries
-
-        summaries.write_curves(result, config.model_dir, _run_label(config.model_dir))
+        curves.wait()  # drawn while the model was exported
     log.info("done")
     return contract.EXIT_OK
 

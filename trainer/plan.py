@@ -16,6 +16,8 @@ class Plan:
     global_batch_size: int
     per_replica_batch: int
     steps_per_epoch: int
+    eval_batch_size: int
+    """The evaluation's global batch (`data.eval_batch_size`)."""
     eval_steps: int
     threads: int
     """Intra/inter-op threads per worker, 0 for TensorFlow's default."""

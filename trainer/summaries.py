@@ -8,7 +8,8 @@ and curves.png beside result.json (the chief).
   accuracy, learning rate, images/s) and per epoch, `test/` per epoch and the final
   evaluation. Like the progress lines it reads the metrics from the device only when it
   writes (at most every few seconds and at each epoch's end), never per step.
-* `write_curves` draws result.json with `launcher.core.curves` (matplotlib, optional).
+* `write_curves` draws result.json with `launcher.core.curves` (matplotlib, optional);
+  `CurvesMeanwhile` does it in a thread, while the chief exports the model.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -190,3 +192,30 @@ def write_curves(result: Mapping[str, Any], model_dir: str, label: str) -> str |
         return None
     log.info("curves: %s", path)
     return path
+
+
+class CurvesMeanwhile:
+    """`write_curves` in a background thread: started with the result before the export
+    (`train.run`'s `before_export`), so drawing (~0.5 s, matplotlib's import included)
+    overlaps it; `wait` before the process exits. Matplotlib's object API (no pyplot) draws
+    from any thread."""
+
+    def __init__(self, model_dir: str, label: str) -> None:
+        self._model_dir = model_dir
+        self._label = label
+        self._thread: threading.Thread | None = None
+        self._path: list[str | None] = [None]
+
+    def start(self, result: Mapping[str, Any]) -> None:
+        def draw() -> None:
+            self._path[0] = write_curves(snapshot, self._model_dir, self._label)
+
+        snapshot = dict(result)
+        self._thread = threading.Thread(target=draw, name="curves", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> str | None:
+        """The drawing's path once it is written (None: not started, or not drawn)."""
+        if self._thread is not None:
+            self._thread.join()
+        return self._path[0]

@@ -346,10 +346,13 @@ def run(
     watchdog: Watchdog,
     restarts: int,
     timings: phases.Phases | None = None,
+    before_export: Callable[[Mapping[str, Any]], None] = lambda result: None,
 ) -> dict[str, Any]:
     """Train, evaluate and export; return the result every worker computed.
 
     `timings` receives every phase from `strategy` to `export` (trainer.phases).
+    `before_export` gets the result once it is known, before the model is exported (the
+    chief starts drawing curves.png then, so the drawing overlaps the export).
 
     Raises:
         TransientError: a peer failed during training, evaluation or export.
@@ -392,7 +395,7 @@ def run(
     # The same stream as an uninterrupted run from the step it stopped at: the pipeline is
     # deterministic (seeded shuffle), so skipping the batches already trained on is exact.
     train = train.skip(resumed_at)
-    test = data.eval_dataset(mnist, plan.global_batch_size, autotune=not on_cpu)
+    test = data.eval_dataset(mnist, plan.eval_batch_size, autotune=not on_cpu)
     if on_cpu:
         no_fetch = tf.distribute.InputOptions(experimental_fetch_to_device=False)
         train = strategy.experimental_distribute_dataset(train, options=no_fetch)
@@ -449,33 +452,13 @@ def run(
         scores = epoch_eval.scores.get(config.epochs - 1) or evaluate.evaluate(
             strategy, model, test, plan.eval_steps, watchdog.beat
         )  # the last epoch's evaluation is the final one: same weights
-        watchdog.arm("export", config.stall_timeout)
-        exported = time.monotonic()
-        timings.add("evaluate", epoch_eval.seconds + exported - started)
-        export_model(model, config.model_dir, cluster.is_chief)
-        timings.add("export", time.monotonic() - exported)
-        log.info(
-            "evaluated in %.1fs, exported in %.1fs", exported - started, time.monotonic() - exported
-        )
+        evaluated = time.monotonic()
+        timings.add("evaluate", epoch_eval.seconds + evaluated - started)
     except TRANSIENT_TF_ERRORS as e:
-        raise _transient("evaluation/export", e) from None
-    watchdog.disarm()
+        raise _transient("evaluation", e) from None
 
     steps_run = (config.epochs - resume.epoch) * plan.steps_per_epoch - resume.step
-    digest = model_lib.weights_digest(model)
-    log.info(
-        "test accuracy %.4f, loss %.4f over %d examples; %.0f images/s; weights sha256 %s",
-        scores.accuracy,
-        scores.loss,
-        scores.examples,
-        steps_run * plan.global_batch_size / fit_seconds,
-        digest,
-    )
-    if tensorboard is not None:
-        tensorboard.evaluation(scores, config.epochs * plan.steps_per_epoch)
-    if cluster.is_chief:
-        _remove(os.path.join(checkpoint_dir, HISTORY_FILE))
-    return {
+    result = {
         "test_accuracy": scores.accuracy,
         "test_loss": scores.loss,
         "test_examples": scores.examples,
@@ -492,8 +475,35 @@ def run(
         "resumed_from_step": resumed_at,
         "optimizer_steps": int(model.optimizer.iterations.numpy()),
         "history": history_lists(history),
-        "weights_sha256": digest,
+        "weights_sha256": model_lib.weights_digest(model),
     }
+    before_export(result)
+    try:
+        watchdog.arm("export", config.stall_timeout)
+        export_model(model, config.model_dir, cluster.is_chief)
+        timings.add("export", time.monotonic() - evaluated)
+        log.info(
+            "evaluated in %.1fs, exported in %.1fs",
+            evaluated - started,
+            time.monotonic() - evaluated,
+        )
+    except TRANSIENT_TF_ERRORS as e:
+        raise _transient("export", e) from None
+    watchdog.disarm()
+
+    log.info(
+        "test accuracy %.4f, loss %.4f over %d examples; %.0f images/s; weights sha256 %s",
+        scores.accuracy,
+        scores.loss,
+        scores.examples,
+        steps_run * plan.global_batch_size / fit_seconds,
+        result["weights_sha256"],
+    )
+    if tensorboard is not None:
+        tensorboard.evaluation(scores, config.epochs * plan.steps_per_epoch)
+    if cluster.is_chief:
+        _remove(os.path.join(checkpoint_dir, HISTORY_FILE))
+    return result
 
 
 def _remove(path: str) -> None:

@@ -73,3 +73,13 @@ def test_without_tensorboard_the_chief_says_once_that_it_writes_no_event_files(
         assert not summaries.tensorboard_installed()
     (warning,) = _warnings(caplog)
     assert "no event files" in warning and "tflaunch[trainer]" in warning, warning
+
+
+def test_curves_meanwhile_draws_the_result_as_it_was_when_started(tmp_path: Path) -> None:
+    drawing = summaries.CurvesMeanwhile(str(tmp_path), "mnist")
+    assert drawing.wait() is None  # never started: nothing to wait for
+    result = dict(RESULT)
+    drawing.start(result)
+    result.clear()  # the caller's dict may change while the thread draws
+    assert drawing.wait() == str(tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 10_000

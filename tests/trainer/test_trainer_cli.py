@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -316,3 +317,36 @@ def test_tensorflows_import_starts_before_the_data_is_read_and_after_the_fast_ch
     with pytest.raises(main.ConfigError):
         main.program(config, None)
     assert calls == []
+
+
+@pytest.mark.tf
+def test_the_chief_starts_drawing_curves_before_the_export_and_waits_for_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mnist_npz: Path
+) -> None:
+    from trainer import main, summaries, train
+
+    events: list[str] = []
+    start, export = summaries.CurvesMeanwhile.start, train.export_model
+
+    def started(self: Any, result: dict[str, object]) -> None:
+        events.append("curves")
+        start(self, result)
+
+    def exported(*args: Any) -> None:
+        events.append("export")
+        export(*args)
+
+    monkeypatch.setattr(summaries.CurvesMeanwhile, "start", started)
+    monkeypatch.setattr(train, "export_model", exported)
+    # In a session whose earlier tests started TensorFlow, its thread pools are fixed.
+    monkeypatch.setattr(train, "configure_threads", lambda threads: None)
+    monkeypatch.setattr(main.logs, "configure", lambda *args, **kwargs: None)
+    monkeypatch.delenv(contract.ENV_TF_CONFIG, raising=False)
+    monkeypatch.delenv(contract.ENV_WORKER_INDEX, raising=False)
+    model_dir = tmp_path / "model"
+    flags = ["--epochs", "1", "--global-batch-size", "32", "--data", str(mnist_npz)]
+    flags += ["--model-dir", str(model_dir), "--checkpoint-dir", str(tmp_path / "ckpt")]
+    assert main.program(main.parse_args(flags, env={}), None) == contract.EXIT_OK
+    assert events == ["curves", "export"]
+    assert (model_dir / "curves.png").stat().st_size > 10_000
+    assert (model_dir / contract.RESULT_FILE).exists()

@@ -169,3 +169,14 @@ def test_a_full_disk_is_recognised_in_python_and_tensorflow_errors(error: Except
 
     assert disk_full(error)
     assert not disk_full(OSError(13, "Permission denied"))
+
+
+@pytest.mark.parametrize(
+    ("count", "global_batch", "expected"),
+    [(10_000, 256, 1024), (10_000, 1000, 1000), (10_000, 4096, 4096), (449, 64, 512), (7, 10, 10)],
+)
+def test_the_eval_batch_is_a_whole_multiple_of_the_training_batch_near_the_target(
+    count: int, global_batch: int, expected: int
+) -> None:
+    batch = data.eval_batch_size(count, global_batch)
+    assert batch == expected and batch % global_batch == 0

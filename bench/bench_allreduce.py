@@ -1,0 +1,95 @@
+"""What one all-reduce costs between two local workers: the demo's per-step floor.
+
+Two processes on this machine, MultiWorkerMirroredStrategy with RING (as the trainer on
+CPUs), each all-reducing, inside one tf.function, `--reps` chained all-reduces of:
+
+* tiny: 10 float32 values (latency only: what an evaluation step or a metric read pays),
+* grads: the demo CNN's gradients as one flat float32 tensor (694,282 values, 2.8 MB; Keras
+  packs a step's gradients into one all-reduce like this),
+* grads-bf16: the same in bfloat16 (half the bytes).
+
+Prints milliseconds per all-reduce, each case measured twice, alternating.
+
+Usage: .venv/bin/python bench/bench_allreduce.py [--reps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+CASES = {
+    "tiny": (10, "float32"),
+    "grads": (694_282, "float32"),
+    "grads-bf16": (694_282, "bfloat16"),
+}
+
+
+def worker(index: int, ports: list[int], reps: int) -> None:
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    os.environ["TF_CONFIG"] = json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}}
+    )
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    ring = tf.distribute.experimental.CommunicationImplementation.RING
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=ring)
+    )
+    for name, (size, dtype) in list(CASES.items()) * 2:
+
+        @tf.function
+        def chained(count: int, size: int = size, dtype: str = dtype) -> tf.Tensor:
+            def replica() -> tf.Tensor:
+                context = tf.distribute.get_replica_context()
+                value = tf.ones([size], dtype)
+                for _ in range(count):
+                    value = context.all_reduce(tf.distribute.ReduceOp.SUM, value) / 2
+                return value[0]
+
+            return strategy.run(replica)
+
+        chained(1)  # trace, and the collective group's start
+        started = time.monotonic()
+        chained(reps)
+        elapsed = time.monotonic() - started
+        if index == 0:
+            print(f"{name:>10}: {elapsed / reps * 1000:6.1f} ms per all-reduce", flush=True)
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--ports", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        worker(args.worker, [int(p) for p in args.ports.split(",")], args.reps)
+        return
+    ports = ",".join(str(p) for p in free_ports(2))
+    print(f"load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    argv = [sys.executable, __file__, "--reps", str(args.reps), "--ports", ports, "--worker"]
+    peer = subprocess.Popen([*argv, "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    chief = subprocess.run([*argv, "0"], stderr=subprocess.DEVNULL)
+    peer.wait()
+    sys.exit(chief.returncode or peer.returncode)
+
+
+if __name__ == "__main__":
+    main()
