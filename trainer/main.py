@@ -21,7 +21,7 @@ from launcher.core import contract
 from trainer import data, logs, phases, preflight
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import ConfigError, TrainerError
-from trainer.plan import Plan
+from trainer.plan import TrainingPlan
 
 log = logging.getLogger("trainer")
 
@@ -64,13 +64,13 @@ def import_tensorflow_meanwhile() -> threading.Thread:
 
 
 def make_plan(
-    config: TrainConfig, cluster: preflight.Cluster, mnist: data.Mnist, gpus: int
-) -> Plan:
+    config: TrainConfig, cluster: preflight.WorkerGroup, mnist: data.Mnist, gpus: int
+) -> TrainingPlan:
     """Batch and step arithmetic, checked before any peer is contacted."""
     replicas = cluster.num_workers * max(1, gpus)
     per_replica = preflight.per_replica_batch(config.global_batch_size, replicas)
     eval_batch = data.eval_batch_size(len(mnist.y_test), config.global_batch_size)
-    return Plan(
+    return TrainingPlan(
         workers=cluster.num_workers,
         replicas=replicas,
         gpus_per_worker=gpus,

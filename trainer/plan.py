@@ -6,7 +6,7 @@ import dataclasses
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class TrainingPlan:
     """Derived from the flags, the cluster and the data; identical on every worker."""
 
     workers: int

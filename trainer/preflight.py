@@ -79,7 +79,7 @@ def prepare_environment(
 
 
 @dataclasses.dataclass(frozen=True)
-class Cluster:
+class WorkerGroup:
     """This worker's view of the group, from TF_CONFIG."""
 
     workers: tuple[str, ...]
@@ -115,7 +115,7 @@ class Cluster:
         return f"worker {self.index}/{self.num_workers}"
 
 
-SINGLE_WORKER = Cluster(workers=(), index=0)
+SINGLE_WORKER = WorkerGroup(workers=(), index=0)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -189,7 +189,7 @@ def _task_index(task: Any, num_workers: int) -> int:
     return index
 
 
-def parse_tf_config(raw: str | None) -> Cluster:
+def parse_tf_config(raw: str | None) -> WorkerGroup:
     """Parse and check TF_CONFIG; absent or empty means a single worker.
 
     Raises:
@@ -203,10 +203,10 @@ def parse_tf_config(raw: str | None) -> Cluster:
         raise ConfigError(f"TF_CONFIG is not valid JSON ({e}): {raw[:200]!r}") from None
     workers = _worker_list(_field(config, "cluster", "TF_CONFIG"))
     index = _task_index(_field(config, "task", "TF_CONFIG"), len(workers))
-    return Cluster(workers=workers, index=index)
+    return WorkerGroup(workers=workers, index=index)
 
 
-def check_worker_index(cluster: Cluster, worker_index: str | None) -> None:
+def check_worker_index(cluster: WorkerGroup, worker_index: str | None) -> None:
     """Cross-check TF_CONFIG's task.index against $WORKER_INDEX, when both are set.
 
     In a pod, WORKER_INDEX comes from the Indexed Job's completion index while TF_CONFIG
@@ -425,7 +425,7 @@ def wait_for_peers(
         sleep(min(next(delays), remaining))
 
 
-def rendezvous(cluster: Cluster, timeout: float) -> None:
+def rendezvous(cluster: WorkerGroup, timeout: float) -> None:
     """Wait for every peer while answering their probes on our own port."""
     if not cluster.is_multi_worker or cluster.address is None:
         return

@@ -62,13 +62,13 @@ class _UsageError(ConfigError):
     """A wrapper flag argparse refused."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _WrapperParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _UsageError(f"bad worker wrapper flag: {message}; see `{self.prog} --help`")
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = _WrapperParser(
         prog=f"python -m {contract.WRAPPER_MODULE}",
         description=(
             "Run a TensorFlow training program as one worker of a tflaunch group: check "
@@ -142,7 +142,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
 
 
 def program_env(
-    env: MutableMapping[str, str], cluster: preflight.Cluster, args: argparse.Namespace
+    env: MutableMapping[str, str], cluster: preflight.WorkerGroup, args: argparse.Namespace
 ) -> dict[str, str]:
     """The program's environment: ours (TF_CONFIG untouched) plus the tflaunch contract."""
     child = dict(env)
@@ -212,7 +212,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
 
-class Program:
+class ChildProgram:
     """The user's program as a child in its own process group, its output passed through.
 
     Every chunk of output is a heartbeat for the stall watchdog; the last line that is not
@@ -317,13 +317,13 @@ class _Stopped(Exception):
     """SIGTERM/SIGINT arrived before the program started."""
 
 
-_running: list[Program] = []
+_running: list[ChildProgram] = []
 """The program once started: from then on SIGTERM and SIGINT are passed on to it."""
 
 
-def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> Program:
+def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> ChildProgram:
     """The program; a SIGTERM or SIGINT from now on reaches it (`_on_signal`)."""
-    program = Program(command, env, watchdog)
+    program = ChildProgram(command, env, watchdog)
     _running.append(program)
     return program
 
@@ -340,7 +340,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     _running[-1].signal(signum)
 
 
-def supervise(program: Program, watchdog: Watchdog, stalled: threading.Event,
+def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Event,
               checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
     """Wait for the program (`_on_signal` passes signals on); stop it when the watchdog
     fires."""

@@ -29,8 +29,8 @@ from trainer import data, evaluate, heartbeat, phases, precision, preemption, pr
 from trainer import model as model_lib
 from trainer.config import SAVE_FREQ_EPOCH, TrainConfig
 from trainer.errors import ConfigError, TransientError
-from trainer.plan import Plan
-from trainer.preflight import Cluster
+from trainer.plan import TrainingPlan
+from trainer.preflight import WorkerGroup
 from trainer.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def read_history(checkpoint_dir: str, epochs: int) -> list[dict[str, float]]:
 # --- callbacks ---------------------------------------------------------------------------
 
 
-class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
+class EpochLogCallback(keras.callbacks.Callback):  # type: ignore[misc]
     """Logs each epoch on every worker, feeds the watchdog, records history (chief)."""
 
     def __init__(
@@ -339,9 +339,9 @@ def build_compiled_model(strategy: tf.distribute.Strategy, config: TrainConfig) 
 
 def run(
     config: TrainConfig,
-    cluster: Cluster,
+    cluster: WorkerGroup,
     mnist: data.Mnist,
-    plan: Plan,
+    plan: TrainingPlan,
     checkpoint_dir: str,
     watchdog: Watchdog,
     restarts: int,
@@ -410,7 +410,7 @@ def run(
     fit_phases = FitPhases(lambda: epoch_eval.seconds)
     callbacks = [
         epoch_eval,
-        ProgressCallback(
+        EpochLogCallback(
             config.epochs,
             watchdog,
             history,

@@ -16,7 +16,7 @@ import pytest
 from launcher.core import contract
 from trainer import preflight
 from trainer.errors import ConfigError, RendezvousTimeout
-from trainer.preflight import Cluster
+from trainer.preflight import WorkerGroup
 
 
 def tf_config(workers: object, task: object) -> str:
@@ -38,7 +38,7 @@ def test_absent_tf_config_means_a_single_worker_chief(raw: str | None) -> None:
 
 def test_valid_tf_config_gives_index_peers_and_label() -> None:
     cluster = preflight.parse_tf_config(tf_config(TWO, {"type": "worker", "index": 1}))
-    assert cluster == Cluster(workers=tuple(TWO), index=1)
+    assert cluster == WorkerGroup(workers=tuple(TWO), index=1)
     assert cluster.peers == ("10.0.0.1:2222",)
     assert cluster.address == "10.0.0.2:2222"
     assert not cluster.is_chief
@@ -96,7 +96,7 @@ def test_bad_tf_config_is_a_config_error_naming_the_field(raw: str, names: str) 
 
 
 def test_worker_index_that_disagrees_with_tf_config_is_a_config_error() -> None:
-    cluster = Cluster(workers=tuple(TWO), index=1)
+    cluster = WorkerGroup(workers=tuple(TWO), index=1)
     preflight.check_worker_index(cluster, None)
     preflight.check_worker_index(cluster, "1")
     preflight.check_worker_index(preflight.SINGLE_WORKER, "3")  # no TF_CONFIG: nothing to check
@@ -267,11 +267,11 @@ def test_two_workers_find_each_other_through_their_probe_listeners() -> None:
     """The fast worker passes rendezvous and starts "TensorFlow" (a plain listener on
     its port) while the slow one is still probing: the slow one must still get through."""
     addresses = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
-    clusters = [Cluster(workers=tuple(addresses), index=i) for i in range(2)]
+    clusters = [WorkerGroup(workers=tuple(addresses), index=i) for i in range(2)]
     errors: list[BaseException] = []
     done = threading.Barrier(2, timeout=15)
 
-    def worker(cluster: Cluster, delay: float) -> None:
+    def worker(cluster: WorkerGroup, delay: float) -> None:
         time.sleep(delay)
         try:
             preflight.rendezvous(cluster, timeout=10)
