@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A real node beside the kwok nodes of hack/cluster.sh's control plane: a kubelet (the same
-# k8s.io/kubernetes pin as the control plane, hack/k8s), containerd 2.x with its runc shim
+# A real node beside the kwok nodes of hack/cluster.sh's control plane: a kubelet and
+# kube-proxy (the same k8s.io/kubernetes pin as the control plane, hack/k8s; kube-proxy in
+# iptables mode, so pods reach Services' ClusterIPs, the API server's too), containerd 2.x with its runc shim
 # (hack/containerd; runc itself from Debian), the CNI plugins bridge, host-local, loopback and
 # portmap (hack/cni), CoreDNS as a process on this host serving cluster.local from the API
 # server (hack/coredns), crictl (hack/crictl), and a pause image built here (hack/pause).
@@ -36,10 +37,10 @@ COREDNS_VERSION=$(version github.com/coredns/coredns "$here/coredns/go.mod")
 CRICTL_VERSION=$(version sigs.k8s.io/cri-tools "$here/crictl/go.mod")
 CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
 # Bump RECIPE when the way the binaries or images are built changes, so caches rebuild.
-RECIPE=1
+RECIPE=2
 BIN_DIR="$CACHE_ROOT/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-cni-$CNI_VERSION-coredns-$COREDNS_VERSION-crictl-$CRICTL_VERSION-r$RECIPE"
 CNI_BINARIES=(bridge host-local loopback portmap)
-BINARIES=(kubelet containerd ctr containerd-shim-runc-v2 crictl coredns pause "${CNI_BINARIES[@]/#/cni/}")
+BINARIES=(kubelet kube-proxy containerd ctr containerd-shim-runc-v2 crictl coredns pause "${CNI_BINARIES[@]/#/cni/}")
 
 # The node's fixed names and addresses (one node per machine).
 NODE_NAME=${TFLAUNCH_NODE_NAME:-tflaunch-real-0}
@@ -48,6 +49,7 @@ BRIDGE=tflaunch0
 POD_CIDR=10.244.0.0/24
 GATEWAY=10.244.0.1 # the bridge's address on the host; CoreDNS listens there (clusterDNS)
 KUBELET_PORT=10350  # not 10250: kwok's own kubelet server may hold that
+PROXY_PORT=10353    # kube-proxy's healthz; its metrics on the next port
 PAUSE_IMAGE=tflaunch.dev/pause:1
 SMOKE_IMAGE=tflaunch.dev/busybox:1
 TAINT=tflaunch.dev/real-node
@@ -88,7 +90,7 @@ containerd_ldflags() {
 
 build_one() {
   case $1 in
-    kubelet) go_build "$here/k8s" kubelet k8s.io/kubernetes/cmd/kubelet "$(k8s_ldflags)" ;;
+    kubelet | kube-proxy) go_build "$here/k8s" "$1" "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags)" ;;
     containerd | ctr | containerd-shim-runc-v2)
       go_build "$here/containerd" "$1" "github.com/containerd/containerd/v2/cmd/$1" "$(containerd_ldflags)" ;;
     crictl)
@@ -193,16 +195,28 @@ node_credentials() {
   openssl x509 -req -in "$STATE/pki/kubelet-client.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
     -set_serial "0x$(openssl rand -hex 8)" -days 2 -out "$STATE/pki/kubelet-client.crt" 2>/dev/null
   cp "$pki/ca.crt" "$STATE/pki/ca.crt"
+  # kube-proxy's own: user system:kube-proxy, whom the built-in ClusterRoleBinding
+  # system:node-proxier lets watch Services, EndpointSlices and Nodes.
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/kube-proxy.key" \
+    -subj "/CN=system:kube-proxy" -out "$STATE/pki/kube-proxy.csr" 2>/dev/null
+  openssl x509 -req -in "$STATE/pki/kube-proxy.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -set_serial "0x$(openssl rand -hex 8)" -days 2 -out "$STATE/pki/kube-proxy.crt" 2>/dev/null
   server=$(kubectl_admin config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  cat >"$STATE/kubelet.kubeconfig" <<EOF
+  client_kubeconfig "$server" kubelet-client >"$STATE/kubelet.kubeconfig"
+  client_kubeconfig "$server" kube-proxy >"$STATE/kube-proxy.kubeconfig"
+}
+
+# client_kubeconfig SERVER NAME: a kubeconfig for the certificate $STATE/pki/NAME.{crt,key}.
+client_kubeconfig() {
+  cat <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: cluster
-  cluster: {server: "$server", certificate-authority: "$STATE/pki/ca.crt"}
+  cluster: {server: "$1", certificate-authority: "$STATE/pki/ca.crt"}
 users:
 - name: node
-  user: {client-certificate: "$STATE/pki/kubelet-client.crt", client-key: "$STATE/pki/kubelet-client.key"}
+  user: {client-certificate: "$STATE/pki/$2.crt", client-key: "$STATE/pki/$2.key"}
 contexts:
 - name: node
   context: {cluster: cluster, user: node}
@@ -238,8 +252,10 @@ state = "$STATE/containerd/state"
     bin_dirs = ["$BIN_DIR/cni"]
     conf_dir = "$STATE/cni/net.d"
 EOF
-  # One bridge on the host; host-local hands out the pod addresses. No masquerading (the
-  # pods talk to each other and to CoreDNS on the gateway, nothing outside this machine).
+  # One bridge on the host; host-local hands out the pod addresses, and a default route via
+  # the gateway (Services' ClusterIPs are not on the bridge: kube-proxy DNATs them on the
+  # host). No masquerading (the pods talk to each other, to CoreDNS on the gateway and to the
+  # API server, nothing outside this machine).
   cat >"$STATE/cni/net.d/10-tflaunch.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -253,6 +269,7 @@ EOF
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$GATEWAY"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": "$STATE/cni/ipam"
       }
     },
@@ -302,6 +319,22 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
+  # kube-proxy in iptables mode (Debian's iptables): Services' ClusterIPs DNATed to their
+  # endpoints. It leaves this machine's sysctls alone (no conntrack table sizing, no
+  # route_localnet for NodePorts on 127.0.0.1) and listens on loopback only.
+  cat >"$STATE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:$PROXY_PORT
+metricsBindAddress: 127.0.0.1:$((PROXY_PORT + 1))
+conntrack: {maxPerCore: 0}
+iptables: {localhostNodePorts: false}
+nodePortAddresses: [primary]
+EOF
 }
 
 cluster_pki() {
@@ -338,8 +371,17 @@ cmd_up() {
     --cert-dir "$STATE/pki" --hostname-override "$NODE_NAME" \
     --node-labels "$TAINT=true" --v 2
   wait_for "node $NODE_NAME" 120 kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+  start kube-proxy "$BIN_DIR/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 2
+  wait_for "kube-proxy's rules" 60 proxied kubernetes
   for i in "${@:2}"; do import_image "$i"; done
   log "node $NODE_NAME up in $((($(date +%s%N) - start) / 1000000)) ms (state in $STATE)"
+}
+
+# proxied SERVICE: kube-proxy has written the rules of default/SERVICE's ClusterIP.
+proxied() {
+  local ip
+  ip=$(kubectl_admin get service "$1" -n default -o jsonpath='{.spec.clusterIP}')
+  iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $ip/32"
 }
 
 import_image() {
@@ -396,6 +438,7 @@ cmd_down() {
   local sock="$STATE/containerd.sock" kubeconfig="" pid mnt subsystem
   [ -d "$STATE" ] || { log "no node is up"; return 0; }
   [ -e "$STATE/kubeconfig-path" ] && kubeconfig=$(cat "$STATE/kubeconfig-path")
+  stop_pid kube-proxy
   stop_pid kubelet
   # The pods' containers and sandboxes: stopping a sandbox runs the CNI DEL that frees its
   # address; then containerd, the shims it leaves, CoreDNS.
@@ -424,6 +467,8 @@ cmd_down() {
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   kubelet_iptables_cleanup
+  # kube-proxy's chains (KUBE-SERVICES and the rest), as it removes them itself.
+  [ -x "$BIN_DIR/kube-proxy" ] && "$BIN_DIR/kube-proxy" --cleanup >/dev/null 2>&1 || true
   # Rules the CNI plugins left for this network (portmap's, if a pod's hostPort outlived
   # its sandbox): each carries the network's name in its comment.
   local rule
