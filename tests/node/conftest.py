@@ -50,7 +50,8 @@ def unavailable(reason: str) -> None:
 def _missing_prerequisite() -> str | None:
     if os.geteuid() != 0:
         return "not root (the node runs containers)"
-    for tool, package in (("runc", "runc"), ("iptables", "iptables"), ("openssl", "openssl")):
+    tools = (("runc", "runc"), ("iptables", "iptables"), ("ipset", "ipset"), ("openssl", "openssl"))
+    for tool, package in tools:
         if shutil.which(tool) is None:
             return f"{tool} not found (apt-get install {package})"
     if shutil.which("busybox") is None and not Path("/bin/busybox").exists():

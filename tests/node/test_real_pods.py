@@ -1,8 +1,8 @@
 """Pods that really run: containers started by containerd and runc on the real node, their
 logs and exit codes read back through the API server, cluster DNS answering for a headless
 Service's pods, TCP between two pods over the CNI bridge and through a Service's ClusterIP
-(kube-proxy), the API server reached through the kubernetes Service, and the kubelet held to a node's
-permissions by the Node authorizer and NodeRestriction."""
+(kube-proxy), the API server reached through the kubernetes Service, and the kubelet held to
+a node's permissions by the Node authorizer and NodeRestriction."""
 
 from __future__ import annotations
 
