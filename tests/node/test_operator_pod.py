@@ -199,3 +199,50 @@ def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
     assert len(resumed) == 1, logs.out
     status_json = json.loads(cp.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
     assert status_json["status"]["operator"]["restarts"] == 1, status_json
+
+
+def leader(cp: ControlPlane, system: str) -> str:
+    holder: str = cp.get("lease", OPERATOR, "-n", system)["spec"].get("holderIdentity") or ""
+    return holder
+
+
+@pytest.mark.timeout(1200)
+def test_the_leader_pod_killed_then_a_helm_upgrade_leave_a_training_job_alone(
+    real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    """While a job trains: the leader's pod is deleted (the other replica takes the Lease),
+    then `helm upgrade` with a changed value rolls both pods. The job neither restarts nor
+    fails, and the operator that ends up leading records its success."""
+    cp = real_node
+    cp.apply(
+        multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image, epochs=3, stepsPerEpoch=150)
+    )
+    eventually(phase(cp, namespace, "mnist", "Running"), timeout=600, what="the job Running")
+    first = leader(cp, release)
+    (killed,) = [p for p in operator_pods(cp, release) if first.startswith(p["metadata"]["name"])]
+    standby = {p["metadata"]["name"] for p in operator_pods(cp, release)} - {
+        killed["metadata"]["name"]
+    }
+
+    cp.kubectl("delete", "pod", killed["metadata"]["name"], "-n", release)
+
+    taken = eventually(
+        lambda: next((n for n in standby if leader(cp, release).startswith(n)), None),
+        timeout=120, what="the standby replica leading",
+    )  # fmt: skip
+    before = {p["metadata"]["name"] for p in operator_pods(cp, release)}
+    helm(
+        cp, "upgrade", OPERATOR, str(CHART), "--namespace", release, "--reuse-values",
+        "--set", "resources.limits.memory=320Mi", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    status = eventually(
+        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
+        what="the MultiWorkerJob Succeeded",
+    )  # fmt: skip
+
+    assert status.get("restarts", 0) == 0, (status, operator_log(cp, release))
+    assert status["result"], status
+    after = [p for p in operator_pods(cp, release) if not p["metadata"].get("deletionTimestamp")]
+    assert {p["metadata"]["name"] for p in after}.isdisjoint(before | {taken}), after
+    limits = [p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in after]
+    assert limits == ["320Mi", "320Mi"], limits
