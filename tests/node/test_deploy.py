@@ -1,5 +1,5 @@
 """README's deploy block for the real node, run as written: `make deploy` of
-examples/mnist-real-node.yaml trains on two workers in containers, `make status` shows it
+examples/real-node/mnist.yaml trains on two workers in containers, `make status` shows it
 Succeeded, `make undeploy` removes every object it made. Only `export KUBECONFIG=...` is
 replaced: the commands run against this session's cluster (the real_node fixture is what
 `make cluster-up node-up` starts)."""
@@ -13,13 +13,11 @@ import subprocess
 import pytest
 
 from tests.e2e.conftest import ROOT, ControlPlane
-from tests.node import test_mnist
 from tests.node.conftest import NODE_NAME
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
-SPEC = "examples/mnist-real-node.yaml"
-trainer_image = test_mnist.trainer_image  # the fixture: the image on the node
+SPEC = "examples/real-node/mnist.yaml"
 
 
 def readme_block() -> list[str]:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,52 +29,13 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import ROOT, ControlPlane, Run, eventually
-from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
+from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
-IMAGES_SH = ROOT / "hack" / "images.sh"
 KERAS_MNIST = ROOT / "examples" / "custom" / "keras_mnist.py"
 TUTORIAL_LAYOUT = ROOT / "tests" / "data" / "tutorial_layout"
 RESUMED = r"at step (?P<step>\d+) \(epoch \d+, step 0\)"
-
-
-def _archive() -> Path:
-    given = os.environ.get("TFLAUNCH_TRAINER_ARCHIVE")
-    if given:
-        return Path(given)
-    if not IMAGES_SH.exists():
-        pytest.skip("node: no hack/images.sh here to build the trainer image")
-    proc = subprocess.run(
-        ["bash", str(IMAGES_SH), "path", "trainer"], capture_output=True, text=True, timeout=120
-    )
-    if proc.returncode != 0:
-        unavailable(
-            "the trainer image is not built for these sources (hack/images.sh build trainer)"
-        )
-    return Path(proc.stdout.strip())
-
-
-def image_ref(archive: Path) -> str:
-    """The reference an image archive (docker-archive or OCI) is imported under."""
-    with tarfile.open(archive) as tar:
-        names = tar.getnames()
-        if "manifest.json" in names:
-            member = tar.extractfile("manifest.json")
-            assert member is not None
-            return str(json.load(member)[0]["RepoTags"][0])
-        member = tar.extractfile("index.json")
-        assert member is not None
-        annotations = json.load(member)["manifests"][0]["annotations"]
-        return str(annotations["io.containerd.image.name"])
-
-
-@pytest.fixture(scope="module")
-def trainer_image(real_node: ControlPlane) -> str:
-    """The CPU trainer image, imported into the real node's containerd."""
-    archive = _archive()
-    node_sh("import", str(archive), timeout=900)
-    return image_ref(archive)
 
 
 @pytest.fixture

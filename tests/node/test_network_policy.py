@@ -26,9 +26,7 @@ from tests.node.test_mnist import real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
-# test_mnist's fixtures: the trainer image on the node, a namespace.
-trainer_image = mnist.trainer_image
-namespace = mnist.namespace
+namespace = mnist.namespace  # test_mnist's fixture
 
 METADATA = "169.254.169.254"
 NETNS = "tflaunch-metadata"

@@ -26,15 +26,14 @@ from launcher import __version__
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import CHART, _helm_binary
 from tests.node import test_mnist as mnist
-from tests.node.conftest import NODE_NAME, REAL_NODE, node_sh, unavailable
-from tests.node.test_mnist import IMAGES_SH, backup_saved, real_node_spec, worker_lines
+from tests.node.conftest import IMAGES_SH, NODE_NAME, REAL_NODE, node_sh, unavailable
+from tests.node.test_mnist import backup_saved, real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
 OPERATOR = "tflaunch-operator"
 
-# test_mnist's fixtures: the trainer image on the node, a namespace, a shared volume.
-trainer_image = mnist.trainer_image
+# test_mnist's fixtures: a namespace, a shared volume.
 namespace = mnist.namespace
 shared_claim = mnist.shared_claim
 
