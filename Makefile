@@ -334,10 +334,11 @@ test-e2e: install ## Only the e2e tests on the real control plane (tests/e2e)
 	$(BIN)/pytest tests/e2e
 
 # ---------------------------------------------------------------------------------------------
-# A real node beside the kwok nodes (hack/node.sh): kubelet, containerd + runc, CNI bridge and
-# CoreDNS, built from their Go modules (hack/k8s, hack/containerd, hack/cni, hack/coredns,
-# hack/crictl, hack/pause), cached in ~/.cache/tflaunch/node/<versions>/. Root, runc and
-# iptables needed (apt-get install runc iptables busybox-static). One node per machine,
+# A real node beside the kwok nodes (hack/node.sh): kubelet, kube-proxy, containerd + runc,
+# CNI bridge, kube-router's NetworkPolicy controller and CoreDNS, built from their Go modules
+# (hack/k8s, hack/containerd, hack/cni, hack/kube-router, hack/coredns, hack/crictl,
+# hack/pause), cached in ~/.cache/tflaunch/node/<versions>/. Root, runc, iptables and ipset
+# needed (apt-get install runc iptables ipset busybox-static). One node per machine,
 # tainted tflaunch.dev/real-node=true:NoSchedule.
 
 .PHONY: node-build
@@ -349,5 +350,5 @@ node-up: ## Join a real node (containers!) to the cluster of `make cluster-up` (
 	hack/node.sh up $(CLUSTER_KUBECONFIG)
 
 .PHONY: node-down
-node-down: ## Stop the real node: its pods, kubelet, containerd, CoreDNS, mounts, bridge
+node-down: ## Stop the real node: its pods, kubelet, kube-proxy, kube-router, containerd, CoreDNS, mounts, bridge, rules
 	hack/node.sh down

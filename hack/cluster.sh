@@ -159,7 +159,9 @@ cmd_up() {
   # A real kubelet (hack/node.sh) may join: it is authorized as a node (kwokctl sets
   # --authorization-mode=Node,RBAC; NodeRestriction is not on by default, so it is added); the
   # API server reaches it at its InternalIP (kwok's nodes have only a Hostname, localhost) and
-  # shows it kwokctl's admin certificate for logs and exec; kwok manages only its own nodes
+  # shows it kwokctl's admin certificate for logs and exec; it listens on every address (later
+  # flags win over kwokctl's loopback), so the real node's pods reach it at its advertised
+  # address through the kubernetes Service (hack/node.sh runs kube-proxy); kwok manages only its own nodes
   # (those of hack/kwok/nodes.yaml, annotated kwok.x-k8s.io/node=fake), not every node.
   # kwokctl v0.8.0 files a component's later --extra-args under the position of its first one
   # among all the flags: each component's first flag must come in the first four, in order.
@@ -184,6 +186,7 @@ cmd_up() {
     --extra-args "kube-apiserver=kubelet-client-certificate=$pki/admin.crt" \
     --extra-args "kube-apiserver=kubelet-client-key=$pki/admin.key" \
     --extra-args kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname \
+    --extra-args kube-apiserver=bind-address=0.0.0.0 \
     --kubeconfig "$kubeconfig" --quiet-pull --wait 2m >"$workdir/create.log" 2>&1 9>&- ||
     { cat "$workdir/create.log" >&2; cmd_down "$kubeconfig"; die "kwokctl could not start the cluster"; }
   "$BIN_DIR/kubectl" --kubeconfig "$kubeconfig" apply -f "$here/kwok/nodes.yaml" >/dev/null

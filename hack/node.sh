@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# A real node beside the kwok nodes of hack/cluster.sh's control plane: a kubelet (the same
-# k8s.io/kubernetes pin as the control plane, hack/k8s), containerd 2.x with its runc shim
+# A real node beside the kwok nodes of hack/cluster.sh's control plane: a kubelet and
+# kube-proxy (the same k8s.io/kubernetes pin as the control plane, hack/k8s; kube-proxy in
+# iptables mode, so pods reach Services' ClusterIPs, the API server's too), containerd 2.x with its runc shim
 # (hack/containerd; runc itself from Debian), the CNI plugins bridge, host-local, loopback and
-# portmap (hack/cni), CoreDNS as a process on this host serving cluster.local from the API
+# portmap (hack/cni), kube-router's network policy controller enforcing NetworkPolicy with
+# iptables and ipsets (hack/kube-router), CoreDNS as a process on this host serving cluster.local from the API
 # server (hack/coredns), crictl (hack/crictl), and a pause image built here (hack/pause).
 # Every version is pinned by those go.mod/go.sum files; the binaries are cached by version.
 #
@@ -34,12 +36,13 @@ CONTAINERD_VERSION=$(version github.com/containerd/containerd/v2 "$here/containe
 CNI_VERSION=$(version github.com/containernetworking/plugins "$here/cni/go.mod")
 COREDNS_VERSION=$(version github.com/coredns/coredns "$here/coredns/go.mod")
 CRICTL_VERSION=$(version sigs.k8s.io/cri-tools "$here/crictl/go.mod")
+KUBE_ROUTER_VERSION=$(version github.com/cloudnativelabs/kube-router/v2 "$here/kube-router/go.mod")
 CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
 # Bump RECIPE when the way the binaries or images are built changes, so caches rebuild.
-RECIPE=1
-BIN_DIR="$CACHE_ROOT/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-cni-$CNI_VERSION-coredns-$COREDNS_VERSION-crictl-$CRICTL_VERSION-r$RECIPE"
+RECIPE=2
+BIN_DIR="$CACHE_ROOT/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-cni-$CNI_VERSION-coredns-$COREDNS_VERSION-crictl-$CRICTL_VERSION-kube-router-$KUBE_ROUTER_VERSION-r$RECIPE"
 CNI_BINARIES=(bridge host-local loopback portmap)
-BINARIES=(kubelet containerd ctr containerd-shim-runc-v2 crictl coredns pause "${CNI_BINARIES[@]/#/cni/}")
+BINARIES=(kubelet kube-proxy kube-router containerd ctr containerd-shim-runc-v2 crictl coredns pause "${CNI_BINARIES[@]/#/cni/}")
 
 # The node's fixed names and addresses (one node per machine).
 NODE_NAME=${TFLAUNCH_NODE_NAME:-tflaunch-real-0}
@@ -48,6 +51,8 @@ BRIDGE=tflaunch0
 POD_CIDR=10.244.0.0/24
 GATEWAY=10.244.0.1 # the bridge's address on the host; CoreDNS listens there (clusterDNS)
 KUBELET_PORT=10350  # not 10250: kwok's own kubelet server may hold that
+PROXY_PORT=10353    # kube-proxy's healthz; its metrics on the next port, kube-router's health next
+SERVICE_CIDR=10.0.0.0/24 # kwokctl's --service-cluster-ip-range
 PAUSE_IMAGE=tflaunch.dev/pause:1
 SMOKE_IMAGE=tflaunch.dev/busybox:1
 TAINT=tflaunch.dev/real-node
@@ -88,7 +93,7 @@ containerd_ldflags() {
 
 build_one() {
   case $1 in
-    kubelet) go_build "$here/k8s" kubelet k8s.io/kubernetes/cmd/kubelet "$(k8s_ldflags)" ;;
+    kubelet | kube-proxy) go_build "$here/k8s" "$1" "k8s.io/kubernetes/cmd/$1" "$(k8s_ldflags)" ;;
     containerd | ctr | containerd-shim-runc-v2)
       go_build "$here/containerd" "$1" "github.com/containerd/containerd/v2/cmd/$1" "$(containerd_ldflags)" ;;
     crictl)
@@ -96,6 +101,9 @@ build_one() {
         "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
     coredns) go_build "$here/coredns" coredns github.com/coredns/coredns ;;
     pause) go_build "$here/pause" pause . ;;
+    kube-router)
+      go_build "$here/kube-router" kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+        "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" ;;
     cni/*)
       local plugin=${1#cni/} kind=main
       case $plugin in host-local) kind=ipam ;; portmap) kind=meta ;; esac
@@ -156,6 +164,7 @@ need_root() {
   [ "$(id -u)" = 0 ] || die "the node runs containers: run as root"
   command -v runc >/dev/null 2>&1 || die "runc not found: apt-get install runc iptables"
   command -v iptables >/dev/null 2>&1 || die "iptables not found: apt-get install iptables"
+  command -v ipset >/dev/null 2>&1 || die "ipset not found: apt-get install ipset"
   command -v openssl >/dev/null 2>&1 || die "openssl not found: apt-get install openssl"
 }
 
@@ -193,16 +202,35 @@ node_credentials() {
   openssl x509 -req -in "$STATE/pki/kubelet-client.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
     -set_serial "0x$(openssl rand -hex 8)" -days 2 -out "$STATE/pki/kubelet-client.crt" 2>/dev/null
   cp "$pki/ca.crt" "$STATE/pki/ca.crt"
+  # kube-proxy's own: user system:kube-proxy, whom the built-in ClusterRoleBinding
+  # system:node-proxier lets watch Services, EndpointSlices and Nodes.
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/kube-proxy.key" \
+    -subj "/CN=system:kube-proxy" -out "$STATE/pki/kube-proxy.csr" 2>/dev/null
+  openssl x509 -req -in "$STATE/pki/kube-proxy.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -set_serial "0x$(openssl rand -hex 8)" -days 2 -out "$STATE/pki/kube-proxy.crt" 2>/dev/null
   server=$(kubectl_admin config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  cat >"$STATE/kubelet.kubeconfig" <<EOF
+  client_kubeconfig "$server" kubelet-client >"$STATE/kubelet.kubeconfig"
+  client_kubeconfig "$server" kube-proxy >"$STATE/kube-proxy.kubeconfig"
+  # kube-router's: user system:kube-router, bound to the read-only ClusterRole of
+  # network_policies below.
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/kube-router.key" \
+    -subj "/CN=system:kube-router" -out "$STATE/pki/kube-router.csr" 2>/dev/null
+  openssl x509 -req -in "$STATE/pki/kube-router.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -set_serial "0x$(openssl rand -hex 8)" -days 2 -out "$STATE/pki/kube-router.crt" 2>/dev/null
+  client_kubeconfig "$server" kube-router >"$STATE/kube-router.kubeconfig"
+}
+
+# client_kubeconfig SERVER NAME: a kubeconfig for the certificate $STATE/pki/NAME.{crt,key}.
+client_kubeconfig() {
+  cat <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: cluster
-  cluster: {server: "$server", certificate-authority: "$STATE/pki/ca.crt"}
+  cluster: {server: "$1", certificate-authority: "$STATE/pki/ca.crt"}
 users:
 - name: node
-  user: {client-certificate: "$STATE/pki/kubelet-client.crt", client-key: "$STATE/pki/kubelet-client.key"}
+  user: {client-certificate: "$STATE/pki/$2.crt", client-key: "$STATE/pki/$2.key"}
 contexts:
 - name: node
   context: {cluster: cluster, user: node}
@@ -238,8 +266,10 @@ state = "$STATE/containerd/state"
     bin_dirs = ["$BIN_DIR/cni"]
     conf_dir = "$STATE/cni/net.d"
 EOF
-  # One bridge on the host; host-local hands out the pod addresses. No masquerading (the
-  # pods talk to each other and to CoreDNS on the gateway, nothing outside this machine).
+  # One bridge on the host; host-local hands out the pod addresses, and a default route via
+  # the gateway (Services' ClusterIPs are not on the bridge: kube-proxy DNATs them on the
+  # host). No masquerading (the pods talk to each other, to CoreDNS on the gateway and to the
+  # API server, nothing outside this machine).
   cat >"$STATE/cni/net.d/10-tflaunch.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -253,6 +283,7 @@ EOF
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$GATEWAY"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": "$STATE/cni/ipam"
       }
     },
@@ -302,6 +333,22 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
+  # kube-proxy in iptables mode (Debian's iptables): Services' ClusterIPs DNATed to their
+  # endpoints. It leaves this machine's sysctls alone (no conntrack table sizing, no
+  # route_localnet for NodePorts on 127.0.0.1) and listens on loopback only.
+  cat >"$STATE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:$PROXY_PORT
+metricsBindAddress: 127.0.0.1:$((PROXY_PORT + 1))
+conntrack: {maxPerCore: 0}
+iptables: {localhostNodePorts: false}
+nodePortAddresses: [primary]
+EOF
 }
 
 cluster_pki() {
@@ -338,8 +385,48 @@ cmd_up() {
     --cert-dir "$STATE/pki" --hostname-override "$NODE_NAME" \
     --node-labels "$TAINT=true" --v 2
   wait_for "node $NODE_NAME" 120 kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+  start kube-proxy "$BIN_DIR/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 2
+  wait_for "kube-proxy's rules" 60 proxied kubernetes
+  network_policies
   for i in "${@:2}"; do import_image "$i"; done
   log "node $NODE_NAME up in $((($(date +%s%N) - start) / 1000000)) ms (state in $STATE)"
+}
+
+# NetworkPolicy enforcement: kube-router with only its network policy controller (upstream's
+# kube-router-firewall-daemonset.yaml, as a process here: no registry for its image), what
+# it reads granted to its user by the ClusterRole of upstream's manifests, read-only. It
+# filters the pods' traffic in iptables' FORWARD, INPUT and OUTPUT chains with ipsets of
+# the selected pods. (kube-network-policies, the reference engine, needs the nftables
+# `queue` expression, which this machine's kernel lacks: docs/testing.md.)
+network_policies() {
+  kubectl_admin apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: tflaunch-kube-router}
+rules:
+- {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
+- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: tflaunch-kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: tflaunch-kube-router}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-router}
+EOF
+  start kube-router "$BIN_DIR/kube-router" --run-firewall=true --run-router=false \
+    --run-service-proxy=false --enable-cni=false --kubeconfig "$STATE/kube-router.kubeconfig" \
+    --hostname-override "$NODE_NAME" --service-cluster-ip-range "$SERVICE_CIDR" \
+    --health-port "$((PROXY_PORT + 2))" --metrics-port 0 --v 2
+  wait_for "kube-router's policy chains" 60 iptables -t filter -S KUBE-ROUTER-FORWARD
+}
+
+# proxied SERVICE: kube-proxy has written the rules of default/SERVICE's ClusterIP.
+proxied() {
+  local ip
+  ip=$(kubectl_admin get service "$1" -n default -o jsonpath='{.spec.clusterIP}')
+  iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $ip/32"
 }
 
 import_image() {
@@ -392,10 +479,32 @@ kubelet_iptables_cleanup() {
   done
 }
 
+# kube-router's chains (the jumps into KUBE-ROUTER-*, its per-policy and per-pod chains) and
+# its ipsets. (Its --cleanup-config does nothing for the policy controller in v2.1.0.)
+kube_router_cleanup() {
+  local rule chain set
+  { iptables -t filter -S 2>/dev/null || true; } | { grep -E -- '^-A (INPUT|FORWARD|OUTPUT) .*-j KUBE-ROUTER-' || true; } |
+    sed 's/^-A /-D /' | while read -r rule; do eval "iptables -t filter $rule" 2>/dev/null || true; done
+  for chain in $({ iptables -t filter -S 2>/dev/null || true; } |
+    awk '$1 == "-N" && $2 ~ /^KUBE-(ROUTER|NWPLCY|POD-FW|SRC|DST)-/ {print $2}'); do
+    iptables -t filter -F "$chain" 2>/dev/null || true
+  done
+  for chain in $({ iptables -t filter -S 2>/dev/null || true; } |
+    awk '$1 == "-N" && $2 ~ /^KUBE-(ROUTER|NWPLCY|POD-FW|SRC|DST)-/ {print $2}'); do
+    iptables -t filter -X "$chain" 2>/dev/null || true
+  done
+  command -v ipset >/dev/null 2>&1 || return 0
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-' || true); do
+    ipset destroy "$set" 2>/dev/null || true
+  done
+}
+
 cmd_down() {
   local sock="$STATE/containerd.sock" kubeconfig="" pid mnt subsystem
   [ -d "$STATE" ] || { log "no node is up"; return 0; }
   [ -e "$STATE/kubeconfig-path" ] && kubeconfig=$(cat "$STATE/kubeconfig-path")
+  stop_pid kube-router
+  stop_pid kube-proxy
   stop_pid kubelet
   # The pods' containers and sandboxes: stopping a sandbox runs the CNI DEL that frees its
   # address; then containerd, the shims it leaves, CoreDNS.
@@ -424,6 +533,9 @@ cmd_down() {
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   kubelet_iptables_cleanup
+  kube_router_cleanup
+  # kube-proxy's chains (KUBE-SERVICES and the rest), as it removes them itself.
+  [ -x "$BIN_DIR/kube-proxy" ] && "$BIN_DIR/kube-proxy" --cleanup >/dev/null 2>&1 || true
   # Rules the CNI plugins left for this network (portmap's, if a pod's hostPort outlived
   # its sandbox): each carries the network's name in its comment.
   local rule

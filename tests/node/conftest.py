@@ -12,9 +12,11 @@ cannot start here (not root, no runc, no Go); with CI=true that is a failure ins
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import pytest
 from tests.e2e.conftest import BINARIES, ROOT, ControlPlane, _cluster_sh
 
 NODE_SH = ROOT / "hack" / "node.sh"
+IMAGES_SH = ROOT / "hack" / "images.sh"
 NODE_NAME = "tflaunch-real-0"
 REAL_NODE = "tflaunch.dev/real-node"
 """The label and the taint key of the real node."""
@@ -50,7 +53,8 @@ def unavailable(reason: str) -> None:
 def _missing_prerequisite() -> str | None:
     if os.geteuid() != 0:
         return "not root (the node runs containers)"
-    for tool, package in (("runc", "runc"), ("iptables", "iptables"), ("openssl", "openssl")):
+    tools = (("runc", "runc"), ("iptables", "iptables"), ("ipset", "ipset"), ("openssl", "openssl"))
+    for tool, package in tools:
         if shutil.which(tool) is None:
             return f"{tool} not found (apt-get install {package})"
     if shutil.which("busybox") is None and not Path("/bin/busybox").exists():
@@ -124,3 +128,42 @@ def real_pod(name: str, command: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "labels": labels},
         "spec": pod_spec,
     }
+
+
+def _archive() -> Path:
+    given = os.environ.get("TFLAUNCH_TRAINER_ARCHIVE")
+    if given:
+        return Path(given)
+    if not IMAGES_SH.exists():
+        pytest.skip("node: no hack/images.sh here to build the trainer image")
+    proc = subprocess.run(
+        ["bash", str(IMAGES_SH), "path", "trainer"], capture_output=True, text=True, timeout=120
+    )
+    if proc.returncode != 0:
+        unavailable(
+            "the trainer image is not built for these sources (hack/images.sh build trainer)"
+        )
+    return Path(proc.stdout.strip())
+
+
+def image_ref(archive: Path) -> str:
+    """The reference an image archive (docker-archive or OCI) is imported under."""
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        if "manifest.json" in names:
+            member = tar.extractfile("manifest.json")
+            assert member is not None
+            return str(json.load(member)[0]["RepoTags"][0])
+        member = tar.extractfile("index.json")
+        assert member is not None
+        annotations = json.load(member)["manifests"][0]["annotations"]
+        return str(annotations["io.containerd.image.name"])
+
+
+@pytest.fixture(scope="session")
+def trainer_image(real_node: ControlPlane) -> str:
+    """The CPU trainer image, imported into the real node's containerd once per session (the
+    2 GB archive takes about 40 s)."""
+    archive = _archive()
+    node_sh("import", str(archive), timeout=900)
+    return image_ref(archive)

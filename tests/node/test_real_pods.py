@@ -1,7 +1,8 @@
 """Pods that really run: containers started by containerd and runc on the real node, their
 logs and exit codes read back through the API server, cluster DNS answering for a headless
-Service's pods, TCP between two pods over the CNI bridge, and the kubelet held to a node's
-permissions by the Node authorizer and NodeRestriction."""
+Service's pods, TCP between two pods over the CNI bridge and through a Service's ClusterIP
+(kube-proxy), the API server reached through the kubernetes Service, and the kubelet held to
+a node's permissions by the Node authorizer and NodeRestriction."""
 
 from __future__ import annotations
 
@@ -116,6 +117,43 @@ def test_two_pods_talk_tcp_over_the_bridge(
     assert pod["status"]["phase"] == "Succeeded", log
     assert log == "pong\n"
     assert pod["status"]["podIP"] != server["status"]["podIP"]
+
+
+def test_a_pod_reaches_a_peer_through_its_service_cluster_ip(
+    real_node: ControlPlane, namespace: str, server: dict[str, Any]
+) -> None:
+    front = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "front"},
+        "spec": {"selector": {"app": "peer"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    real_node.apply(front, namespace)
+    address = real_node.get("service", "front", "-n", namespace)["spec"]["clusterIP"]
+    command = f"echo ping | nc -w 10 front.{namespace}.svc.cluster.local 80"
+    real_node.apply(real_pod("client", command), namespace)
+
+    pod = finished(real_node, namespace, "client")
+
+    log = real_node.kubectl("logs", "client", "-n", namespace).out
+    assert pod["status"]["phase"] == "Succeeded", log
+    assert log == "pong\n"
+    assert address not in (server["status"]["podIP"], "None")
+
+
+def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
+    real_node: ControlPlane, namespace: str
+) -> None:
+    """What an in-cluster client (the operator's pod) does: TCP to the address the kubelet
+    puts in KUBERNETES_SERVICE_HOST/PORT, which kube-proxy forwards to the API server."""
+    command = "echo | nc -w 10 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT && echo connected"
+    real_node.apply(real_pod("in-cluster", command), namespace)
+
+    pod = finished(real_node, namespace, "in-cluster")
+
+    log = real_node.kubectl("logs", "in-cluster", "-n", namespace).out
+    assert pod["status"]["phase"] == "Succeeded", log
+    assert log.endswith("connected\n"), log
 
 
 def test_a_pod_that_does_not_tolerate_the_real_node_lands_on_a_kwok_node(

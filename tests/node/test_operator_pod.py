@@ -1,0 +1,247 @@
+"""The operator as users run it: the operator image built here (hack/images.sh), `helm install`
+of charts/tflaunch-operator, and the operator running as the chart's Deployment pods on the
+real node, under the chart's ServiceAccount and RBAC, in a namespace that enforces the
+restricted Pod Security level. It reaches the API server through the kubernetes Service
+(kube-proxy on the node). A MultiWorkerJob applied with kubectl then trains in containers to
+Succeeded with its result in status, and a worker whose container is killed makes the
+operator restart the group once (status.restarts == 1), which resumes from its checkpoint.
+
+One release serves the whole module (each real training costs about a minute here); the
+chart's only changes from its defaults are the ones a user of a tainted node makes: the
+operator's pods select and tolerate the real node, and the tenancy lists allow jobs to."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from launcher import __version__
+from tests.e2e.conftest import ROOT, ControlPlane, eventually
+from tests.e2e.test_chart_install import CHART, _helm_binary
+from tests.node import test_mnist as mnist
+from tests.node.conftest import IMAGES_SH, NODE_NAME, REAL_NODE, node_sh, unavailable
+from tests.node.test_mnist import backup_saved, real_node_spec, worker_lines
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+OPERATOR = "tflaunch-operator"
+
+# test_mnist's fixtures: a namespace, a shared volume.
+namespace = mnist.namespace
+shared_claim = mnist.shared_claim
+
+
+def _operator_archive() -> Path:
+    proc = subprocess.run(
+        ["bash", str(IMAGES_SH), "path", "operator"], capture_output=True, text=True, timeout=120
+    )
+    if proc.returncode != 0:
+        unavailable(
+            "the operator image is not built for these sources (hack/images.sh build operator)"
+        )
+    return Path(proc.stdout.strip())
+
+
+def helm(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [_helm_binary(), *args, "--kubeconfig", str(cp.kubeconfig)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done
+
+
+def operator_pods(cp: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    selector = f"app.kubernetes.io/name={OPERATOR}"
+    pods: list[dict[str, Any]] = cp.get("pods", "-n", namespace, "-l", selector)["items"]
+    return pods
+
+
+@pytest.fixture(scope="module")
+def release(real_node: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`helm install` of the chart into a restricted namespace; the operator's pods Ready on
+    the real node. Yields the release namespace."""
+    cp = real_node
+    node_sh("import", str(_operator_archive()), timeout=900)
+    system = f"tflaunch-system-{uuid.uuid4().hex[:5]}"
+    cp.kubectl("create", "namespace", system)
+    cp.kubectl("label", "namespace", system, "pod-security.kubernetes.io/enforce=restricted")
+    # What a user of a tainted node writes in a values file.
+    values = tmp_path_factory.mktemp("operator") / "values.yaml"
+    toleration = {"key": REAL_NODE, "operator": "Exists", "effect": "NoSchedule"}
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "nodeSelector": {REAL_NODE: "true"},
+                "tolerations": [toleration],
+                "tenancy": {
+                    "tolerationKeys": [REAL_NODE],
+                    "nodeLabelKeys": ["kubernetes.io/os", REAL_NODE],
+                },
+            }
+        )
+    )
+    helm(
+        cp, "install", OPERATOR, str(CHART), "--namespace", system, "--values", str(values),
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    try:
+        yield system
+    finally:
+        subprocess.run(
+            [_helm_binary(), "uninstall", OPERATOR, "--namespace", system,
+             "--kubeconfig", str(cp.kubeconfig)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        cp.kubectl("delete", "namespace", system, "--wait=false", check=False)
+
+
+def multiworkerjob(path: Path, namespace: str, image: str, **trainer: Any) -> dict[str, Any]:
+    real_node_spec(path, namespace, image, "indexed")
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
+    document["spec"]["trainer"].update(trainer)
+    return document
+
+
+def phase(cp: ControlPlane, namespace: str, name: str, wanted: str) -> Any:
+    def check() -> dict[str, Any] | None:
+        status: dict[str, Any] = cp.get("mwj", name, "-n", namespace).get("status") or {}
+        assert status.get("phase") != "Failed", status
+        return status if status.get("phase") == wanted else None
+
+    return check
+
+
+def operator_log(cp: ControlPlane, system: str) -> str:
+    logs = [
+        cp.kubectl("logs", p["metadata"]["name"], "-n", system, check=False).out
+        for p in operator_pods(cp, system)
+    ]
+    return "\n".join(logs)
+
+
+@pytest.mark.timeout(1200)
+def test_the_operator_runs_as_the_charts_pods_and_trains_a_multiworkerjob_to_succeeded(
+    real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    cp = real_node
+    pods = operator_pods(cp, release)
+    assert len(pods) == 2, pods  # the chart's two replicas: one leads, one waits
+    for pod in pods:
+        assert pod["spec"]["nodeName"] == NODE_NAME
+        assert pod["spec"]["serviceAccountName"] == OPERATOR
+        assert pod["spec"]["containers"][0]["image"] == f"tflaunch-operator:{__version__}"
+        assert pod["status"]["containerStatuses"][0]["ready"] is True, pod["status"]
+
+    cp.apply(multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image))
+
+    status = eventually(
+        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
+        what="the MultiWorkerJob Succeeded",
+    )  # fmt: skip
+    assert status.get("restarts", 0) == 0, status
+    assert status["result"], status  # the chief's result, read back by the operator's pod
+    workers = cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
+    assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in workers] == [
+        (NODE_NAME, "Succeeded")
+    ] * 2
+    lease = cp.get("lease", OPERATOR, "-n", release)["spec"]["holderIdentity"]
+    assert any(lease.startswith(p["metadata"]["name"]) for p in pods), (lease, pods)
+    logs = cp.tflaunch("logs", "mnist", "-n", namespace)
+    for worker in (0, 1):
+        assert any("epoch 1/1: loss=" in line for line in worker_lines(logs, worker)), logs.out
+
+
+@pytest.mark.timeout(1200)
+def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
+    real_node: ControlPlane,
+    release: str,
+    trainer_image: str,
+    namespace: str,
+    shared_claim: str,
+    tmp_path: Path,
+) -> None:
+    cp = real_node
+    document = multiworkerjob(
+        tmp_path / "mwj.yaml", namespace, trainer_image, epochs=3, stepsPerEpoch=150
+    )
+    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    cp.apply(document)
+
+    eventually(
+        lambda: backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    pod = cp.kubectl(
+        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).out  # fmt: skip
+    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
+    node_sh("crictl", "stop", "--timeout", "0", container)  # SIGKILL, as an OOM kill would
+
+    status = eventually(
+        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
+        what="the MultiWorkerJob Succeeded after the kill",
+    )  # fmt: skip
+
+    assert status["restarts"] == 1, (status, operator_log(cp, release))
+    assert status["result"], status
+    logs = cp.tflaunch("logs", "mnist", "-n", namespace)
+    resumed = [line for line in worker_lines(logs, 0) if "resuming from the backup" in line]
+    assert len(resumed) == 1, logs.out
+    status_json = json.loads(cp.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert status_json["status"]["operator"]["restarts"] == 1, status_json
+
+
+def leader(cp: ControlPlane, system: str) -> str:
+    holder: str = cp.get("lease", OPERATOR, "-n", system)["spec"].get("holderIdentity") or ""
+    return holder
+
+
+@pytest.mark.timeout(1200)
+def test_the_leader_pod_killed_then_a_helm_upgrade_leave_a_training_job_alone(
+    real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    """While a job trains: the leader's pod is deleted (the other replica takes the Lease),
+    then `helm upgrade` with a changed value rolls both pods. The job neither restarts nor
+    fails, and the operator that ends up leading records its success."""
+    cp = real_node
+    cp.apply(
+        multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image, epochs=3, stepsPerEpoch=150)
+    )
+    eventually(phase(cp, namespace, "mnist", "Running"), timeout=600, what="the job Running")
+    first = leader(cp, release)
+    (killed,) = [p for p in operator_pods(cp, release) if first.startswith(p["metadata"]["name"])]
+    standby = {p["metadata"]["name"] for p in operator_pods(cp, release)} - {
+        killed["metadata"]["name"]
+    }
+
+    cp.kubectl("delete", "pod", killed["metadata"]["name"], "-n", release)
+
+    taken = eventually(
+        lambda: next((n for n in standby if leader(cp, release).startswith(n)), None),
+        timeout=120, what="the standby replica leading",
+    )  # fmt: skip
+    before = {p["metadata"]["name"] for p in operator_pods(cp, release)}
+    helm(
+        cp, "upgrade", OPERATOR, str(CHART), "--namespace", release, "--reuse-values",
+        "--set", "resources.limits.memory=320Mi", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    status = eventually(
+        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
+        what="the MultiWorkerJob Succeeded",
+    )  # fmt: skip
+
+    assert status.get("restarts", 0) == 0, (status, operator_log(cp, release))
+    assert status["result"], status
+    after = [p for p in operator_pods(cp, release) if not p["metadata"].get("deletionTimestamp")]
+    assert {p["metadata"]["name"] for p in after}.isdisjoint(before | {taken}), after
+    limits = [p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in after]
+    assert limits == ["320Mi", "320Mi"], limits
