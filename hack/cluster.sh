@@ -19,18 +19,14 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-
-# version MODULE GOMOD: the version of MODULE required by the go.mod file GOMOD.
-version() {
-  awk -v m="$1" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$2"
-}
+# shellcheck source=hack/lib.sh
+source "$here/lib.sh"
 
 K8S_VERSION=$(version k8s.io/kubernetes "$here/k8s/go.mod")
 ETCD_VERSION=$(version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")
 KWOK_VERSION=$(version sigs.k8s.io/kwok "$here/kwok/go.mod")
 HELM_VERSION=$(version helm.sh/helm/v3 "$here/helm/go.mod")
 CONTROLLER_GEN_VERSION=$(version sigs.k8s.io/controller-tools "$here/controller-gen/go.mod")
-CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
 # Bump RECIPE when the way the binaries are built changes, so caches rebuild.
 RECIPE=2
 BIN_DIR="$CACHE_ROOT/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-r$RECIPE"

@@ -38,8 +38,9 @@ shopt -s inherit_errexit
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$here/lib.sh"
 
-CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
 IMAGES_DIR="$CACHE_ROOT/images"
 STORAGE_DRIVER=${STORAGE_DRIVER:-overlay}
 TF_VERSION=${TF_VERSION:-2.21.0}

@@ -26,10 +26,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-
-version() {
-  awk -v m="$1" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$2"
-}
+# shellcheck source=hack/lib.sh
+source "$here/lib.sh"
 
 K8S_VERSION=$(version k8s.io/kubernetes "$here/k8s/go.mod")
 CONTAINERD_VERSION=$(version github.com/containerd/containerd/v2 "$here/containerd/go.mod")
@@ -37,7 +35,6 @@ CNI_VERSION=$(version github.com/containernetworking/plugins "$here/cni/go.mod")
 COREDNS_VERSION=$(version github.com/coredns/coredns "$here/coredns/go.mod")
 CRICTL_VERSION=$(version sigs.k8s.io/cri-tools "$here/crictl/go.mod")
 KUBE_ROUTER_VERSION=$(version github.com/cloudnativelabs/kube-router/v2 "$here/kube-router/go.mod")
-CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
 # Bump RECIPE when the way the binaries or images are built changes, so caches rebuild.
 RECIPE=2
 BIN_DIR="$CACHE_ROOT/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-cni-$CNI_VERSION-coredns-$COREDNS_VERSION-crictl-$CRICTL_VERSION-kube-router-$KUBE_ROUTER_VERSION-r$RECIPE"
