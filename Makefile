@@ -103,7 +103,7 @@ bench: install ## Run every benchmark (short; FULL=1 the long ones), each rewrit
 .PHONY: bench-ttr
 bench-ttr: install ## Time to result of the demo and of --script, REF's code vs HEAD's, alternating: make bench-ttr REF=main [RUNS=4]
 	@test -n "$(REF)" || { echo "make bench-ttr: REF is required, e.g. make bench-ttr REF=main" >&2; exit 2; }
-	$(BIN)/python bench/bench_ttr.py --ref $(REF) --runs $(or $(RUNS),4)
+	$(BIN)/python bench/compare_ttr.py --ref $(REF) --runs $(or $(RUNS),4)
 
 .PHONY: bench-compare
 bench-compare: install ## Training speed of REF's code vs HEAD's, alternating in one run: make bench-compare REF=e582a42 [RUNS=4]

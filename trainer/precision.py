@@ -7,7 +7,7 @@ decides from the device, and the worker logs the rule it followed in one line:
 * CPU with AMX (`amx_bf16` in /proc/cpuinfo's flags): mixed_bfloat16. oneDNN runs bfloat16
   matrix products on AMX's tile units; on a 2-core Xeon with AMX, TensorFlow 2.21, this
   model trained 1.5-1.9x faster than in float32 in one process (1.5x as one worker, 1.2x as
-  two), accuracy within 0.04 points (docs/performance.md, bench/bench_precision.py).
+  two), accuracy within 0.04 points (docs/performance.md, bench/probe_precision.py).
 * CPU with avx512_bf16 but no AMX, or neither: float32. On the same Xeon with oneDNN held
   to AVX-512 BF16 (`ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16`, i.e. without AMX), mixed_bfloat16
   ran at 0.9x float32 once and 0.94-1.68x in noisy runs: no consistent gain to take.

@@ -16,9 +16,9 @@ import pytest
 from launcher.core import contract
 
 LOCAL_RUN_EPOCHS = 3
-LOCAL_RUN_EVAL_STEPS = 2
-"""--max-test-examples 128 (after --) at --global-batch-size 64: without the flag, all 256
-test images would take 4 evaluation steps."""
+LOCAL_RUN_EVAL_BATCH = 128
+"""--max-test-examples 128 (after --) at --global-batch-size 64: one evaluation batch of 128;
+without the flag, all 256 test images would make it 256 (`trainer.data.eval_batch_size`)."""
 
 
 @dataclasses.dataclass(frozen=True)

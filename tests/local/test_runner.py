@@ -19,7 +19,7 @@ from launcher.core.load import load_job
 from launcher.local import runner
 from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 
-from .conftest import LOCAL_RUN_EPOCHS, LOCAL_RUN_EVAL_STEPS, LocalRun, default_env
+from .conftest import LOCAL_RUN_EPOCHS, LOCAL_RUN_EVAL_BATCH, LocalRun, default_env
 
 # --- the pure parts ------------------------------------------------------------------------
 
@@ -266,8 +266,8 @@ def test_two_local_workers_train_in_sync_and_the_console_shows_no_tensorflow_noi
     assert f"[worker 1/2] INFO epoch {epochs}/{epochs}" in full_log and CPP_LOG_LINE.search(
         full_log
     )
-    eval_steps = f"eval_steps={LOCAL_RUN_EVAL_STEPS}"
-    assert eval_steps in full_log, "trainer args after -- must reach the trainer"
+    eval_batch = f"eval_batch_size={LOCAL_RUN_EVAL_BATCH},"
+    assert eval_batch in full_log, "trainer args after -- must reach the trainer"
     assert progress.latest(full_log.splitlines()) is None, "only the chief reports progress"
     chief_log = (workdir / "logs" / "worker-0.log").read_text().splitlines()
     assert_sane_progress(chief_log, epochs=epochs, fit_seconds=result["fit_seconds"])

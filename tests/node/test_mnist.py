@@ -104,7 +104,7 @@ def test_mnist_trains_on_two_workers_in_containers(
     weights = []
     for worker in (0, 1):
         lines = worker_lines(logs, worker)
-        assert any("plan: Plan(workers=2, replicas=2" in line for line in lines), logs.out
+        assert any("plan: TrainingPlan(workers=2, replicas=2" in line for line in lines), logs.out
         assert any("epoch 1/1: loss=" in line for line in lines), logs.out
         weights += [line.split("weights sha256 ")[1] for line in lines if "weights sha256 " in line]
     assert len(weights) == 2 and weights[0] == weights[1], weights  # all-reduce kept them equal

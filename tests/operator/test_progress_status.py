@@ -15,7 +15,7 @@ from launcher.operator import progress as progress_status
 from tests.operator.sim import T0, Cluster, resource
 
 LOG = "\n".join([
-    "12:00:00 [worker 0/2] INFO plan: Plan(...)",
+    "12:00:00 [worker 0/2] INFO plan: TrainingPlan(...)",
     progress_lib.format_line(Progress(1, 5, 469, 469, 0.3, 3000.0, 400.0)),
     "12:00:01 [worker 0/2] INFO epoch 1/5: loss=0.3 accuracy=0.9 (100.0s)",
     progress_lib.format_line(Progress(2, 5, 120, 469, 0.1234, 3456.7, 80.0)),

@@ -10,7 +10,7 @@ CPUs), each all-reducing, inside one tf.function, `--reps` chained all-reduces o
 
 Prints milliseconds per all-reduce, each case measured twice, alternating.
 
-Usage: .venv/bin/python bench/bench_allreduce.py [--reps 20]
+Usage: .venv/bin/python bench/probe_allreduce.py [--reps 20]
 """
 
 from __future__ import annotations

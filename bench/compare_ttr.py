@@ -13,7 +13,7 @@ both alike; each run records the 1-minute load average before it. Printed per co
 side: wall seconds min / median / max, the ratio HEAD / REF of the medians, and for the demo
 the chief's phases (result.json) and its test accuracy.
 
-Usage: .venv/bin/python bench/bench_ttr.py --ref main [--runs 4] [--only demo|script]
+Usage: .venv/bin/python bench/compare_ttr.py --ref main [--runs 4] [--only demo|script]
        [--markdown OUT.md]
 """
 

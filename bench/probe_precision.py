@@ -10,7 +10,7 @@ Three measurements, each alternating float32 and mixed_bfloat16 so load drifts h
    the steady state (`phases.fit`: the first execution's end -> the last one's), the first
    execution's seconds, and test accuracy on every test image.
 
-Run: .venv/bin/python bench/bench_precision.py [--rounds 3] [--markdown OUT.md]
+Run: .venv/bin/python bench/probe_precision.py [--rounds 3] [--markdown OUT.md]
 """
 
 from __future__ import annotations
