@@ -281,14 +281,16 @@ def test_helm_uninstall_leaves_a_training_job_and_a_namespaced_reinstall_finishe
     try:
         cp.apply(
             multiworkerjob(
-                tmp_path / "mwj.yaml", namespace, trainer_image, epochs=3, stepsPerEpoch=150
+                tmp_path / "mwj.yaml", namespace, trainer_image, epochs=8, stepsPerEpoch=200
             )
-        )
+        )  # long enough to outlive the uninstall (3 x 150 steps did not)
         eventually(phase(cp, namespace, "mnist", "Running"), timeout=600, what="the job Running")
         jobs = job_uids(cp, namespace, "mnist")
         assert jobs, "no Jobs"
 
         helm(cp, "uninstall", OPERATOR, "--namespace", release, "--wait", "--timeout", "5m")
+        workers = cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
+        assert [p["status"]["phase"] for p in workers] == ["Running"] * 2, workers
         eventually(lambda: not operator_pods(cp, release), timeout=300, what="no operator pod")
 
         assert cp.kubectl("get", "crd", f"{PLURAL}.{GROUP}", check=False).code == 0
@@ -298,8 +300,10 @@ def test_helm_uninstall_leaves_a_training_job_and_a_namespaced_reinstall_finishe
         status = cp.get("mwj", "mnist", "-n", namespace)["status"]
         assert status["phase"] == "Running", status  # as the operator last wrote it
         assert job_uids(cp, namespace, "mnist") == jobs
-        workers = cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
-        assert [p["status"]["phase"] for p in workers] == ["Running"] * 2, workers
+        assert {p["metadata"]["uid"] for p in workers} == {
+            p["metadata"]["uid"]
+            for p in cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
+        }  # the same pods, left alone
         theirs = multiworkerjob(tmp_path / "theirs.yaml", other, trainer_image)
         theirs["metadata"]["name"] = "theirs"
         cp.apply(theirs)
