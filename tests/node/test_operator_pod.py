@@ -258,6 +258,12 @@ def test_the_leader_pod_killed_then_a_helm_upgrade_leave_a_training_job_alone(
     assert limits == ["320Mi", "320Mi"], limits
 
 
+def terminating(cp: ControlPlane, system: str) -> list[str]:
+    """The operator's pods being deleted (a rollout's old ones: `helm --wait` does not wait)."""
+    pods = operator_pods(cp, system)
+    return [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
+
+
 def job_uids(cp: ControlPlane, namespace: str, name: str) -> dict[str, str]:
     jobs = cp.get("jobs", "-n", namespace, "-l", f"tflaunch.dev/job-name={name}")["items"]
     return {j["metadata"]["name"]: j["metadata"]["uid"] for j in jobs}
@@ -329,3 +335,4 @@ def test_helm_uninstall_leaves_a_training_job_and_a_namespaced_reinstall_finishe
         cp.kubectl("delete", "mwj", "theirs", "-n", other, "--ignore-not-found", check=False)
         cp.kubectl("delete", "namespace", other, "--wait=false", check=False)
         install(cp, release, values, verb="upgrade --install")  # the module's release again
+        eventually(lambda: not terminating(cp, release), timeout=300, what="old operator pods gone")
