@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from launcher import __version__
+from launcher.api.identity import GROUP, PLURAL
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import CHART, _helm_binary
 from tests.node import test_mnist as mnist
@@ -64,19 +65,10 @@ def operator_pods(cp: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     return pods
 
 
-@pytest.fixture(scope="module")
-def release(real_node: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`helm install` of the chart into a restricted namespace; the operator's pods Ready on
-    the real node. Yields the release namespace."""
-    cp = real_node
-    node_sh("import", str(_operator_archive()), timeout=900)
-    system = f"tflaunch-system-{uuid.uuid4().hex[:5]}"
-    cp.kubectl("create", "namespace", system)
-    cp.kubectl("label", "namespace", system, "pod-security.kubernetes.io/enforce=restricted")
-    # What a user of a tainted node writes in a values file.
-    values = tmp_path_factory.mktemp("operator") / "values.yaml"
+def user_values(path: Path) -> Path:
+    """What a user of a tainted node writes in a values file."""
     toleration = {"key": REAL_NODE, "operator": "Exists", "effect": "NoSchedule"}
-    values.write_text(
+    path.write_text(
         yaml.safe_dump(
             {
                 "nodeSelector": {REAL_NODE: "true"},
@@ -88,10 +80,29 @@ def release(real_node: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
             }
         )
     )
+    return path
+
+
+def install(cp: ControlPlane, system: str, values: Path, *sets: str, verb: str = "install") -> None:
+    """`helm install` (or `verb`, e.g. `upgrade --install`) of the release with `values` and
+    `--set` each of `sets`; it returns once the operator's pods are Ready."""
+    flags = [arg for value in sets for arg in ("--set", value)]
     helm(
-        cp, "install", OPERATOR, str(CHART), "--namespace", system, "--values", str(values),
-        "--wait", "--timeout", "5m",
+        cp, *verb.split(), OPERATOR, str(CHART), "--namespace", system, "--values", str(values),
+        *flags, "--wait", "--timeout", "5m",
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def release(real_node: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`helm install` of the chart into a restricted namespace; the operator's pods Ready on
+    the real node. Yields the release namespace."""
+    cp = real_node
+    node_sh("import", str(_operator_archive()), timeout=900)
+    system = f"tflaunch-system-{uuid.uuid4().hex[:5]}"
+    cp.kubectl("create", "namespace", system)
+    cp.kubectl("label", "namespace", system, "pod-security.kubernetes.io/enforce=restricted")
+    install(cp, system, user_values(tmp_path_factory.mktemp("operator") / "values.yaml"))
     try:
         yield system
     finally:
@@ -245,3 +256,83 @@ def test_the_leader_pod_killed_then_a_helm_upgrade_leave_a_training_job_alone(
     assert {p["metadata"]["name"] for p in after}.isdisjoint(before | {taken}), after
     limits = [p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in after]
     assert limits == ["320Mi", "320Mi"], limits
+
+
+def terminating(cp: ControlPlane, system: str) -> list[str]:
+    """The operator's pods being deleted (a rollout's old ones: `helm --wait` does not wait)."""
+    pods = operator_pods(cp, system)
+    return [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
+
+
+def job_uids(cp: ControlPlane, namespace: str, name: str) -> dict[str, str]:
+    jobs = cp.get("jobs", "-n", namespace, "-l", f"tflaunch.dev/job-name={name}")["items"]
+    return {j["metadata"]["name"]: j["metadata"]["uid"] for j in jobs}
+
+
+@pytest.mark.timeout(1500)
+def test_helm_uninstall_leaves_a_training_job_and_a_namespaced_reinstall_finishes_it(
+    real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    """docs/operator.md, Uninstalling: `helm uninstall` while a job trains removes only the
+    operator (its pods, ServiceAccount, RBAC); the CRD, the MultiWorkerJob, its Jobs and its
+    running pods stay, and nobody writes its status. The operator is then installed again
+    namespaced (`watch.allNamespaces=false`, serving the job's namespace only): it adopts the
+    job's Jobs as they are (same uids, no restart) and records its success, while a
+    MultiWorkerJob in a namespace it does not serve gets no status and no Jobs. One training
+    run for both; the module's cluster-wide release is restored at the end."""
+    cp = real_node
+    values = user_values(tmp_path / "values.yaml")
+    other = f"other-{uuid.uuid4().hex[:5]}"
+    cp.kubectl("create", "namespace", other)
+    try:
+        cp.apply(
+            multiworkerjob(
+                tmp_path / "mwj.yaml", namespace, trainer_image, epochs=8, stepsPerEpoch=200
+            )
+        )  # long enough to outlive the uninstall (3 x 150 steps did not)
+        eventually(phase(cp, namespace, "mnist", "Running"), timeout=600, what="the job Running")
+        jobs = job_uids(cp, namespace, "mnist")
+        assert jobs, "no Jobs"
+
+        helm(cp, "uninstall", OPERATOR, "--namespace", release, "--wait", "--timeout", "5m")
+        workers = cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
+        assert [p["status"]["phase"] for p in workers] == ["Running"] * 2, workers
+        eventually(lambda: not operator_pods(cp, release), timeout=300, what="no operator pod")
+
+        assert cp.kubectl("get", "crd", f"{PLURAL}.{GROUP}", check=False).code == 0
+        for gone in ("deployment", "serviceaccount", "clusterrolebinding", "clusterrole"):
+            found = cp.kubectl("get", gone, OPERATOR, "-n", release, "--ignore-not-found")
+            assert not found.out.strip(), f"{gone} {OPERATOR} left by helm uninstall"
+        status = cp.get("mwj", "mnist", "-n", namespace)["status"]
+        assert status["phase"] == "Running", status  # as the operator last wrote it
+        assert job_uids(cp, namespace, "mnist") == jobs
+        assert {p["metadata"]["uid"] for p in workers} == {
+            p["metadata"]["uid"]
+            for p in cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
+        }  # the same pods, left alone
+        theirs = multiworkerjob(tmp_path / "theirs.yaml", other, trainer_image)
+        theirs["metadata"]["name"] = "theirs"
+        cp.apply(theirs)
+
+        served = f"watch.namespaces={{{namespace}}}"
+        install(cp, release, values, "watch.allNamespaces=false", served)
+
+        found = cp.kubectl("get", "clusterrolebinding", OPERATOR, "--ignore-not-found")
+        assert not found.out.strip(), "a namespaced release granted something cluster-wide"
+        assert (
+            cp.get("rolebinding", OPERATOR, "-n", namespace)["subjects"][0]["namespace"] == release
+        )
+        status = eventually(
+            phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
+            what="the MultiWorkerJob Succeeded under the reinstalled operator",
+        )  # fmt: skip
+        assert status.get("restarts", 0) == 0, (status, operator_log(cp, release))
+        assert status["result"], status
+        assert job_uids(cp, namespace, "mnist") == jobs  # adopted, not recreated
+        assert not cp.get("mwj", "theirs", "-n", other).get("status"), "another namespace's job"
+        assert job_uids(cp, other, "theirs") == {}
+    finally:
+        cp.kubectl("delete", "mwj", "theirs", "-n", other, "--ignore-not-found", check=False)
+        cp.kubectl("delete", "namespace", other, "--wait=false", check=False)
+        install(cp, release, values, verb="upgrade --install")  # the module's release again
+        eventually(lambda: not terminating(cp, release), timeout=300, what="old operator pods gone")
