@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by hack/cluster.sh, hack/node.sh and hack/images.sh (sourced, not run).
 
 # version MODULE GOMOD: the version of MODULE required by the go.mod file GOMOD.
@@ -6,4 +7,5 @@ version() {
 }
 
 # Every build caches under one root, keyed by version, outside the repository.
+# shellcheck disable=SC2034  # read by the scripts that source this file
 CACHE_ROOT=${TFLAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tflaunch}
