@@ -18,10 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import free_ports
 
 CASES = {
     "tiny": (10, "float32"),
@@ -61,16 +65,6 @@ def worker(index: int, ports: list[int], reps: int) -> None:
         elapsed = time.monotonic() - started
         if index == 0:
             print(f"{name:>10}: {elapsed / reps * 1000:6.1f} ms per all-reduce", flush=True)
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def main() -> None:
