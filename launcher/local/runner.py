@@ -308,6 +308,9 @@ class _Group:
         self._log_files = log_files
         self._console = console
         self._reported: dict[int, int | None] = {}
+        self._ended = threading.Event()
+        """Set when a worker's output ended and it exited: the main loop looks at once
+        rather than at its next poll (the group's last exit is the command's result)."""
         preexec = (isolation or Isolation()).preexec()
         for index, (argv, env) in enumerate(commands):
             process = subprocess.Popen(
@@ -342,7 +345,8 @@ class _Group:
                 self.stop()
                 break
             self._console.tick()
-            time.sleep(POLL_SECONDS)
+            self._ended.wait(POLL_SECONDS)
+            self._ended.clear()
         for thread in self._threads:
             thread.join(timeout=2.0)  # the last lines, and with them the last errors
         final = tuple(self._codes(codes))
@@ -398,6 +402,8 @@ class _Group:
         if partial:
             self._line(index, partial)
         stream.close()
+        self.processes[index].wait()
+        self._ended.set()
 
     def _line(self, index: int, raw: str) -> None:
         line = contract.final_frame(raw)

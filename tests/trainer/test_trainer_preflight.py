@@ -201,9 +201,9 @@ class FakeClock:
         self.now += seconds
 
 
-def test_backoff_doubles_from_a_fifth_of_a_second_up_to_a_cap() -> None:
+def test_backoff_polls_quickly_for_a_second_then_doubles_up_to_a_cap() -> None:
     delays = preflight.backoff_delays()
-    assert [next(delays) for _ in range(7)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+    assert [next(delays) for _ in range(27)] == [0.05] * 20 + [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
 
 
 def test_rendezvous_retries_dns_failures_until_the_peer_answers() -> None:
@@ -212,7 +212,7 @@ def test_rendezvous_retries_dns_failures_until_the_peer_answers() -> None:
     preflight.wait_for_peers(
         ["b:1"], timeout=30, probe_fn=lambda peer, t: next(answers), clock=clock, sleep=clock.sleep
     )
-    assert clock.sleeps == [0.2, 0.4, 0.8]
+    assert clock.sleeps == [0.05, 0.05, 0.05]
 
 
 def test_rendezvous_timeout_names_only_the_peers_that_never_came() -> None:
