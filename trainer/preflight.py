@@ -293,10 +293,13 @@ class ProbeListener:
 
     Peers only see TensorFlow's gRPC port once MWMS is constructed, and we construct it
     only once the peers are reachable: without a stand-in, every worker would wait for the
-    others forever. The listener accepts and closes connections; `close()` frees the port
-    (SO_REUSEADDR) right before TensorFlow binds it. A peer that probes us after that
-    reaches TensorFlow's gRPC server instead, and a bare connect-and-close is harmless to
-    it; a peer that probes in the gap between the two gets "refused" and retries.
+    others forever. The listener accepts and closes connections, counting them; `close()`
+    frees the port (SO_REUSEADDR) right before TensorFlow binds it. A peer that probes us
+    after that reaches TensorFlow's gRPC server instead, and a bare connect-and-close is
+    harmless to it; a peer that probes in the gap between the two gets "refused" and
+    retries. `await_probes` keeps the stand-in up until every peer has reached it: a worker
+    that left as soon as it had seen its peers would leave a slower peer waiting for the
+    next listener on this port (the trainer's, after TensorFlow's import: seconds).
     """
 
     def __init__(self, port: int, host: str = "") -> None:
@@ -322,6 +325,8 @@ class ProbeListener:
             ) from None
         self._socket.settimeout(0.2)
         self._stop = threading.Event()
+        self._probed = threading.Condition()
+        self._accepted = 0
         self._thread = threading.Thread(target=self._serve, name="probe-listener", daemon=True)
         self._thread.start()
 
@@ -332,6 +337,15 @@ class ProbeListener:
             except (TimeoutError, OSError):
                 continue
             connection.close()
+            with self._probed:
+                self._accepted += 1
+                self._probed.notify_all()
+
+    def await_probes(self, count: int, timeout: float) -> bool:
+        """Wait until `count` connections were accepted (each peer's probe connects once
+        it succeeds), at most `timeout` seconds; True if they came."""
+        with self._probed:
+            return self._probed.wait_for(lambda: self._accepted >= count, timeout)
 
     def close(self) -> None:
         """Stop accepting and free the port for TensorFlow's gRPC server."""
@@ -448,8 +462,12 @@ def rendezvous(cluster: WorkerGroup, timeout: float) -> None:
     host, port = split_address(cluster.address)
     log.info("waiting up to %gs for peers %s", timeout, ", ".join(cluster.peers))
     started = time.monotonic()
-    with ProbeListener(port, host):
+    with ProbeListener(port, host) as listener:
         wait_for_peers(cluster.peers, timeout)
+        # A peer still between two probes has not seen us yet. Its longest sleep is
+        # BACKOFF_MAX_SECONDS; after that (it may have passed its rendezvous before we
+        # came) we leave anyway: it retries until the next listener answers.
+        listener.await_probes(len(cluster.peers), BACKOFF_MAX_SECONDS + CONNECT_TIMEOUT_SECONDS)
     log.info("all %d peers reachable after %.1fs", len(cluster.peers), time.monotonic() - started)
 
 

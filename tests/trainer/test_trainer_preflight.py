@@ -292,6 +292,42 @@ def test_two_workers_find_each_other_through_their_probe_listeners() -> None:
     assert errors == []
 
 
+def test_a_worker_that_sees_its_peer_first_stays_until_the_peer_has_seen_it() -> None:
+    """Nothing listens on a worker's port after its rendezvous (the worker wrapper's
+    listener is gone, the trainer's comes after TensorFlow's import): the worker that got
+    through first must keep answering until the other got through too."""
+    addresses = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    clusters = [WorkerGroup(workers=tuple(addresses), index=i) for i in range(2)]
+    errors: list[BaseException] = []
+
+    def worker(cluster: WorkerGroup, delay: float) -> None:
+        time.sleep(delay)
+        try:
+            preflight.rendezvous(cluster, timeout=3)
+        except BaseException as e:  # collected and asserted below
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=worker, args=(c, d))
+        for c, d in zip(clusters, (0.0, 0.12), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert errors == []
+
+
+def test_the_probe_listener_counts_the_probes_it_answered() -> None:
+    port = _free_port()
+    with preflight.ProbeListener(port) as listener:
+        assert not listener.await_probes(1, timeout=0.05)
+        for _ in range(2):
+            assert preflight.probe(f"127.0.0.1:{port}", 1.0) is None
+        assert listener.await_probes(2, timeout=2.0)
+        assert not listener.await_probes(3, timeout=0.05)
+
+
 def test_a_port_held_by_another_process_is_a_transient_error() -> None:
     with socket.create_server(("", 0)) as holder:
         port = holder.getsockname()[1]
