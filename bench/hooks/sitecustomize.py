@@ -141,7 +141,7 @@ def _patch_training() -> None:
         return result
 
     backup._backup = timed_save
-    batch_end = train.ProgressCallback.on_train_batch_end
+    batch_end = train.EpochLogCallback.on_train_batch_end
     seen: list[bool] = []
 
     def first_batch_end(self: Any, batch: int, logs: Any = None) -> Any:
@@ -150,8 +150,8 @@ def _patch_training() -> None:
             _event("first_step")
         return batch_end(self, batch, logs)
 
-    train.ProgressCallback.on_train_batch_end = first_batch_end
-    _after(train.ProgressCallback, "on_train_end", "fit_end")
+    train.EpochLogCallback.on_train_batch_end = first_batch_end
+    _after(train.EpochLogCallback, "on_train_end", "fit_end")
 
 
 def _install() -> None:

@@ -40,3 +40,30 @@ def test_full_selects_the_long_versions(make_dry_run: MakeDryRun, value: str) ->
     runs = bench_runs(make_dry_run("bench", f"FULL={value}"))
     assert {mode for mode, _ in runs.values()} == {"full"}
     assert "--repeats" in runs["bench_local.py"][1]
+
+
+def test_the_bench_hooks_patch_only_what_the_trainer_defines() -> None:
+    """bench/hooks/sitecustomize.py wraps trainer functions by name at run time; a rename
+    in the trainer would break every benchmark that times phases, and only when run."""
+    import ast
+    import re
+
+    hook = (REPO / "bench" / "hooks" / "sitecustomize.py").read_text()
+    used: dict[str, set[str]] = {}
+    for module, name in re.findall(r"\b(train|preflight|data)\.([A-Za-z_]\w*)", hook):
+        used.setdefault(module, set()).add(name)
+    assert used.get("train"), "the hook no longer patches trainer.train: update this test"
+    for module, names in used.items():
+        tree = ast.parse((REPO / "trainer" / f"{module}.py").read_text())
+        defined = {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+        } | {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        assert names <= defined, f"trainer/{module}.py lacks {sorted(names - defined)}"
