@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -263,59 +264,50 @@ def test_the_probe_listener_of_a_loopback_worker_is_not_reachable_from_the_netwo
             assert preflight.probe(f"{address}:{port}", 1.0) is not None, address
 
 
-def test_two_workers_find_each_other_through_their_probe_listeners() -> None:
-    """The fast worker passes rendezvous and starts "TensorFlow" (a plain listener on
-    its port) while the slow one is still probing: the slow one must still get through."""
+def _two_workers_rendezvous(
+    delays: tuple[float, float], timeout: float, then: Callable[[int], None] = lambda port: None
+) -> list[BaseException]:
+    """Two workers on loopback, each starting its rendezvous after its delay and then
+    calling `then(its port)`, in threads; what they raised."""
     addresses = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
     clusters = [WorkerGroup(workers=tuple(addresses), index=i) for i in range(2)]
     errors: list[BaseException] = []
-    done = threading.Barrier(2, timeout=15)
 
     def worker(cluster: WorkerGroup, delay: float) -> None:
         time.sleep(delay)
         try:
-            preflight.rendezvous(cluster, timeout=10)
-            port = preflight.split_address(str(cluster.address))[1]
-            with socket.create_server(("", port)):  # TensorFlow's gRPC server
-                done.wait()
-        except BaseException as e:  # collected and asserted below
+            preflight.rendezvous(cluster, timeout=timeout)
+            then(preflight.split_address(str(cluster.address))[1])
+        except BaseException as e:  # collected and asserted by the caller
             errors.append(e)
 
     threads = [
-        threading.Thread(target=worker, args=(c, d))
-        for c, d in zip(clusters, (0.0, 1.0), strict=True)
+        threading.Thread(target=worker, args=(c, d)) for c, d in zip(clusters, delays, strict=True)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(20)
-    assert errors == []
+        thread.join(2 * timeout)
+    return errors
+
+
+def test_two_workers_find_each_other_through_their_probe_listeners() -> None:
+    """The fast worker passes rendezvous and starts "TensorFlow" (a plain listener on
+    its port) while the slow one is still probing: the slow one must still get through."""
+    done = threading.Barrier(2, timeout=15)
+
+    def serve_like_tensorflow(port: int) -> None:
+        with socket.create_server(("", port)):  # TensorFlow's gRPC server
+            done.wait()
+
+    assert _two_workers_rendezvous((0.0, 1.0), timeout=10, then=serve_like_tensorflow) == []
 
 
 def test_a_worker_that_sees_its_peer_first_stays_until_the_peer_has_seen_it() -> None:
     """Nothing listens on a worker's port after its rendezvous (the worker wrapper's
     listener is gone, the trainer's comes after TensorFlow's import): the worker that got
     through first must keep answering until the other got through too."""
-    addresses = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
-    clusters = [WorkerGroup(workers=tuple(addresses), index=i) for i in range(2)]
-    errors: list[BaseException] = []
-
-    def worker(cluster: WorkerGroup, delay: float) -> None:
-        time.sleep(delay)
-        try:
-            preflight.rendezvous(cluster, timeout=3)
-        except BaseException as e:  # collected and asserted below
-            errors.append(e)
-
-    threads = [
-        threading.Thread(target=worker, args=(c, d))
-        for c, d in zip(clusters, (0.0, 0.12), strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-    assert errors == []
+    assert _two_workers_rendezvous((0.0, 0.12), timeout=3) == []
 
 
 def test_the_probe_listener_counts_the_probes_it_answered() -> None:
