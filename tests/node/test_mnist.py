@@ -299,6 +299,21 @@ def backup_saved(namespace: str) -> bool:
     return any(volume.glob("**/chief/checkpoint"))
 
 
+def kill_worker_1_after_the_first_backup(cluster: ControlPlane, namespace: str) -> None:
+    """Once the chief's first backup is on disk, SIGKILL worker 1's container through the
+    node's containerd, as an OOM kill would (not a pod deletion: the pod stays)."""
+    eventually(
+        lambda: backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    pod = cluster.kubectl(
+        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).out  # fmt: skip
+    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
+    node_sh("crictl", "stop", "--timeout", "0", container)
+
+
 @pytest.mark.timeout(1200)
 def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(
     real_node: ControlPlane, trainer_image: str, namespace: str, shared_claim: str, tmp_path: Path
@@ -310,16 +325,7 @@ def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(
     spec.write_text(yaml.safe_dump(document))
     assert real_node.tflaunch("submit", str(spec)).code == 0
 
-    eventually(
-        lambda: backup_saved(namespace), timeout=600, interval=1,
-        what="the first epoch's checkpoint",
-    )  # fmt: skip
-    pod = real_node.kubectl(
-        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
-        "-o", "jsonpath={.items[0].metadata.name}",
-    ).out  # fmt: skip
-    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
-    node_sh("crictl", "stop", "--timeout", "0", container)  # SIGKILL, as an OOM kill would
+    kill_worker_1_after_the_first_backup(real_node, namespace)
 
     wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
 

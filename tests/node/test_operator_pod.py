@@ -28,7 +28,7 @@ from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import CHART, _helm_binary
 from tests.node import test_mnist as mnist
 from tests.node.conftest import IMAGES_SH, NODE_NAME, REAL_NODE, node_sh, unavailable
-from tests.node.test_mnist import backup_saved, real_node_spec, worker_lines
+from tests.node.test_mnist import kill_worker_1_after_the_first_backup, real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -186,16 +186,7 @@ def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
     document["spec"]["checkpoint"] = {"claimName": shared_claim}
     cp.apply(document)
 
-    eventually(
-        lambda: backup_saved(namespace), timeout=600, interval=1,
-        what="the first epoch's checkpoint",
-    )  # fmt: skip
-    pod = cp.kubectl(
-        "get", "pods", "-n", namespace, "-l", "batch.kubernetes.io/job-completion-index=1",
-        "-o", "jsonpath={.items[0].metadata.name}",
-    ).out  # fmt: skip
-    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
-    node_sh("crictl", "stop", "--timeout", "0", container)  # SIGKILL, as an OOM kill would
+    kill_worker_1_after_the_first_backup(cp, namespace)
 
     status = eventually(
         phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
