@@ -123,6 +123,30 @@ def test_a_failed_worker_restarts_the_whole_group_from_the_checkpoint():
     assert _reasons(cluster) == ["Created", "Running", "Restarting", "Restarted", "Running"]
 
 
+def test_an_operator_installed_again_restarts_a_group_that_failed_while_none_ran():
+    """docs/operator.md, "Uninstalling": the operator keeps no memory of its own, so one
+    installed after the failure decides from the failed Job and pods what the one that was
+    running would have decided then."""
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    # Uninstalled: worker 1 fails, worker 0 then fails too (its peer is gone), time passes.
+    cluster.fail_worker(1, exit_code=1, message="OOM")
+    cluster.fail_worker(0, exit_code=1, message="a peer died")
+    cluster.now += datetime.timedelta(hours=2)
+    assert cluster.status.phase == "Running"  # what the last operator wrote
+    plan = cluster.reconcile()  # the first look of the new operator
+    assert plan.delete_jobs == ("mnist-worker",)
+    assert cluster.status.phase == "Restarting"
+    assert cluster.status.restarts == 1
+    assert "restart 1 of 3" in cluster.status.message
+    cluster.reconcile()
+    cluster.start_workers()
+    cluster.settle()
+    assert (cluster.status.phase, cluster.status.restarts) == ("Running", 1)
+
+
 def test_the_new_group_starts_only_after_the_old_jobs_are_gone():
     cluster = Cluster(resource(), keep_terminating=True)
     cluster.settle()
