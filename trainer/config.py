@@ -300,7 +300,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="auto|N",
         help="TensorFlow intra/inter-op threads per worker; auto = the CPUs this process "
         "may use (affinity mask, capped by the cgroup CPU limit, which TensorFlow itself "
-        "ignores); 0 = TensorFlow's default (default: auto)",
+        "ignores), shared out among the workers with this host in TF_CONFIG (local "
+        "workers); 0 = TensorFlow's default (default: auto)",
     )
     return parser
 

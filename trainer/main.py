@@ -81,7 +81,7 @@ def make_plan(
         ),
         eval_batch_size=eval_batch,
         eval_steps=data.eval_steps(len(mnist.y_test), eval_batch),
-        threads=preflight.thread_count(config.threads),
+        threads=preflight.thread_count(config.threads, cluster.workers_on_this_host),
     )
 
 

@@ -135,6 +135,33 @@ def test_explicit_thread_count_wins_and_auto_uses_the_usable_cpus(
     assert preflight.thread_count(3) == 3
     assert preflight.thread_count(0) == 0
     assert preflight.thread_count("auto") == 8
+    assert preflight.thread_count(3, workers_on_this_host=2) == 3
+
+
+def test_auto_threads_share_the_cpus_among_the_workers_on_this_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(preflight, "usable_cpus", lambda: 2)
+    assert preflight.thread_count("auto", workers_on_this_host=2) == 1
+    assert preflight.thread_count("auto", workers_on_this_host=3) == 1  # at least one
+    monkeypatch.setattr(preflight, "usable_cpus", lambda: 8)
+    assert preflight.thread_count("auto", workers_on_this_host=3) == 2
+
+
+@pytest.mark.parametrize(
+    ("workers", "index", "expected"),
+    [
+        (("127.0.0.1:1", "127.0.0.1:2"), 0, 2),  # tflaunch local
+        (("localhost:1", "127.0.0.1:2", "[::1]:3"), 2, 3),  # every loopback name is one host
+        (("mnist-worker-0.mnist:2222", "mnist-worker-1.mnist:2222"), 1, 1),  # pods
+        (("10.0.0.5:1", "10.0.0.5:2", "10.0.0.6:1"), 0, 2),
+        ((), 0, 1),  # no TF_CONFIG
+    ],
+)
+def test_workers_on_this_host_come_from_the_hosts_in_tf_config(
+    workers: tuple[str, ...], index: int, expected: int
+) -> None:
+    assert WorkerGroup(workers=workers, index=index).workers_on_this_host == expected
 
 
 def test_usable_cpus_are_capped_by_the_cgroup_limit(monkeypatch: pytest.MonkeyPatch) -> None:
