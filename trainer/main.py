@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from launcher.core import contract
 from trainer import data, logs, phases, preflight
 from trainer.config import TrainConfig, parse_args
+from trainer.curves_process import CurvesProcess
 from trainer.errors import ConfigError, TrainerError
 from trainer.plan import TrainingPlan
 
@@ -127,26 +128,34 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
             "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
         )
     watchdog = Watchdog()
-    from trainer import summaries
-
-    curves = summaries.CurvesMeanwhile(config.model_dir, _run_label(config.model_dir))
-    result = train.run(
-        config,
-        cluster,
-        mnist,
-        plan,
-        checkpoint_dir,
-        watchdog,
-        restarts,
-        timings,
-        before_export=curves.start if cluster.is_chief else lambda result: None,
+    # The chief's curves.png: a process of its own, warming matplotlib up while we train.
+    curves = (
+        CurvesProcess(config.model_dir, _run_label(config.model_dir), cluster.label)
+        if cluster.is_chief
+        else None
     )
+    try:
+        result = train.run(
+            config,
+            cluster,
+            mnist,
+            plan,
+            checkpoint_dir,
+            watchdog,
+            restarts,
+            timings,
+            before_export=curves.start if curves is not None else lambda result: None,
+        )
+    except BaseException:
+        if curves is not None:
+            curves.abandon()
+        raise
     result["phases"] = timings.as_dict()
     log.info("phases: %s", phases.describe(result["phases"]))
     watchdog.stop()
     if not config.checkpoint_dir:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    if cluster.is_chief:
+    if curves is not None:
         train.publish_result(result, config.model_dir)
         curves.wait()  # drawn while the model was exported
     log.info("done")

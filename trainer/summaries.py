@@ -1,5 +1,5 @@
-"""What a run leaves to look at: test scores per epoch, TensorBoard event files (the chief),
-and curves.png beside result.json (the chief).
+"""What a run leaves to look at: test scores per epoch and TensorBoard event files (the
+chief); curves.png is `trainer.curves_process`'s.
 
 * `EpochEvaluation` runs the exact, every-example-once test evaluation (`trainer.evaluate`)
   at each epoch's end, on every worker (each step is a collective), and hands the scores
@@ -8,8 +8,6 @@ and curves.png beside result.json (the chief).
   accuracy, learning rate, images/s) and per epoch, `test/` per epoch and the final
   evaluation. Like the progress lines it reads the metrics from the device only when it
   writes (at most every few seconds and at each epoch's end), never per step.
-* `write_curves` draws result.json with `launcher.core.curves` (matplotlib, optional);
-  `CurvesMeanwhile` does it in a thread, while the chief exports the model.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,12 +22,10 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from launcher.core import curves
 from trainer import evaluate
 
 log = logging.getLogger(__name__)
 
-CURVES_FILE = "curves.png"
 DEFAULT_WINDOW_SECONDS = 5.0
 
 
@@ -173,49 +168,3 @@ class TensorBoardWriter(keras.callbacks.Callback):  # type: ignore[misc]
         for writer in (self._train, self._test):
             writer.flush()
             writer.close()
-
-
-def write_curves(result: Mapping[str, Any], model_dir: str, label: str) -> str | None:
-    """Draw result.json's curves into `model_dir/curves.png` (the chief, after training).
-
-    A picture is never worth failing a finished run: without matplotlib, or when drawing
-    fails, one warning says so and the run still succeeds. Returns the path, or None.
-    """
-    path = os.path.join(model_dir, CURVES_FILE)
-    try:
-        curves.draw([curves.curves_of(result, label)], path)
-    except curves.PlotUnavailable:
-        log.warning("no %s: matplotlib is not installed (%s)", CURVES_FILE, curves.INSTALL_HINT)
-        return None
-    except Exception as e:
-        log.warning("no %s: drawing failed (%s: %s)", CURVES_FILE, type(e).__name__, e)
-        return None
-    log.info("curves: %s", path)
-    return path
-
-
-class CurvesMeanwhile:
-    """`write_curves` in a background thread: started with the result before the export
-    (`train.run`'s `before_export`), so drawing (~0.5 s, matplotlib's import included)
-    overlaps it; `wait` before the process exits. Matplotlib's object API (no pyplot) draws
-    from any thread."""
-
-    def __init__(self, model_dir: str, label: str) -> None:
-        self._model_dir = model_dir
-        self._label = label
-        self._thread: threading.Thread | None = None
-        self._path: list[str | None] = [None]
-
-    def start(self, result: Mapping[str, Any]) -> None:
-        def draw() -> None:
-            self._path[0] = write_curves(snapshot, self._model_dir, self._label)
-
-        snapshot = dict(result)
-        self._thread = threading.Thread(target=draw, name="curves", daemon=True)
-        self._thread.start()
-
-    def wait(self) -> str | None:
-        """The drawing's path once it is written (None: not started, or not drawn)."""
-        if self._thread is not None:
-            self._thread.join()
-        return self._path[0]

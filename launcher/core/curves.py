@@ -14,6 +14,7 @@ no global figure state, no display needed.
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -114,6 +115,27 @@ def curves_of(result: Mapping[str, Any], label: str) -> Curves:
 def size_px(runs: int) -> tuple[int, int]:
     """(width, height) of the PNG for `runs` runs."""
     return COLUMN_WIDTH_PX * max(1, runs), HEIGHT_PX
+
+
+def warm_up() -> None:
+    """Import matplotlib and render a small figure with text to memory: its font cache and
+    the Agg canvas are loaded, so the next `draw` takes a fraction of the first's time.
+
+    Raises:
+        PlotUnavailable: matplotlib is not installed.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotUnavailable(f"drawing needs matplotlib: {INSTALL_HINT}") from None
+    figure = Figure(figsize=(2, 1), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
+    axes.plot([0, 1], [0, 1], label="train")
+    axes.set_title("warm-up", fontsize=9)
+    axes.legend(fontsize=8)
+    figure.savefig(io.BytesIO(), format="png", dpi=DPI)
 
 
 def draw(runs: Sequence[Curves], path: Path | str, title: str | None = None) -> Path:

@@ -323,10 +323,11 @@ def test_tensorflows_import_starts_before_the_data_is_read_and_after_the_fast_ch
 def test_the_chief_starts_drawing_curves_before_the_export_and_waits_for_them(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mnist_npz: Path
 ) -> None:
-    from trainer import main, summaries, train
+    from trainer import main, train
+    from trainer.curves_process import CurvesProcess
 
     events: list[str] = []
-    start, export = summaries.CurvesMeanwhile.start, train.export_model
+    start, export = CurvesProcess.start, train.export_model
 
     def started(self: Any, result: dict[str, object]) -> None:
         events.append("curves")
@@ -336,7 +337,7 @@ def test_the_chief_starts_drawing_curves_before_the_export_and_waits_for_them(
         events.append("export")
         export(*args)
 
-    monkeypatch.setattr(summaries.CurvesMeanwhile, "start", started)
+    monkeypatch.setattr(CurvesProcess, "start", started)
     monkeypatch.setattr(train, "export_model", exported)
     # In a session whose earlier tests started TensorFlow, its thread pools are fixed.
     monkeypatch.setattr(train, "configure_threads", lambda threads: None)
