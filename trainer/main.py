@@ -119,22 +119,24 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
         from trainer.watchdog import Watchdog
 
     train.configure_threads(plan.threads)
-    preflight.rendezvous(cluster, config.rendezvous_timeout)
-    # Under the worker wrapper the preflight made it; run bare, the history file needs it.
-    preflight.check_writable(config.checkpoint_dir, cluster.label)
-    checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="tflaunch-ckpt-")
-    if not config.checkpoint_dir:
-        log.warning(
-            "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
-        )
-    watchdog = Watchdog()
     # The chief's curves.png: a process of its own, warming matplotlib up while we train.
+    # Started here, not between the rendezvous and the strategy: the peers connect to this
+    # port the moment our stand-in listener closes, and TensorFlow must be bound by then.
     curves = (
         CurvesProcess(config.model_dir, _run_label(config.model_dir), cluster.label)
         if cluster.is_chief
         else None
     )
     try:
+        preflight.rendezvous(cluster, config.rendezvous_timeout)
+        # Under the worker wrapper the preflight made it; run bare, the history file needs it.
+        preflight.check_writable(config.checkpoint_dir, cluster.label)
+        checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="tflaunch-ckpt-")
+        if not config.checkpoint_dir:
+            log.warning(
+                "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
+            )
+        watchdog = Watchdog()
         result = train.run(
             config,
             cluster,
