@@ -157,8 +157,9 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     watchdog.stop()
     if not config.checkpoint_dir:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    if curves is not None:
+    if cluster.is_chief:
         train.publish_result(result, config.model_dir)
+    if curves is not None:
         curves.wait()  # drawn while the model was exported
     log.info("done")
     return contract.EXIT_OK

@@ -117,9 +117,8 @@ def size_px(runs: int) -> tuple[int, int]:
     return COLUMN_WIDTH_PX * max(1, runs), HEIGHT_PX
 
 
-def warm_up() -> None:
-    """Import matplotlib and render a small figure with text to memory: its font cache and
-    the Agg canvas are loaded, so the next `draw` takes a fraction of the first's time.
+def _figure(width_px: int, height_px: int) -> Any:
+    """A matplotlib Figure on its own Agg canvas (no pyplot, no global state).
 
     Raises:
         PlotUnavailable: matplotlib is not installed.
@@ -129,8 +128,19 @@ def warm_up() -> None:
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotUnavailable(f"drawing needs matplotlib: {INSTALL_HINT}") from None
-    figure = Figure(figsize=(2, 1), dpi=DPI, layout="constrained")
+    figure = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
+    return figure
+
+
+def warm_up() -> None:
+    """Import matplotlib and render a small figure with text to memory: its font cache and
+    the Agg canvas are loaded, so the next `draw` takes a fraction of the first's time.
+
+    Raises:
+        PlotUnavailable: matplotlib is not installed.
+    """
+    figure = _figure(200, 100)
     axes = figure.subplots()
     axes.plot([0, 1], [0, 1], label="train")
     axes.set_title("warm-up", fontsize=9)
@@ -144,14 +154,7 @@ def draw(runs: Sequence[Curves], path: Path | str, title: str | None = None) -> 
     Raises:
         PlotUnavailable: matplotlib is not installed.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotUnavailable(f"drawing needs matplotlib: {INSTALL_HINT}") from None
-    width, height = size_px(len(runs))
-    figure = Figure(figsize=(width / DPI, height / DPI), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(figure)
+    figure = _figure(*size_px(len(runs)))
     axes = figure.subplots(2, max(1, len(runs)), squeeze=False, sharex="col", sharey="row")
     for column, run in enumerate(runs):
         top, bottom = axes[0][column], axes[1][column]

@@ -136,12 +136,17 @@ def _archive() -> Path:
         return Path(given)
     if not IMAGES_SH.exists():
         pytest.skip("node: no hack/images.sh here to build the trainer image")
+    return built_archive("trainer")
+
+
+def built_archive(image: str) -> Path:
+    """The archive hack/images.sh built of `image` (trainer, operator) for these sources."""
     proc = subprocess.run(
-        ["bash", str(IMAGES_SH), "path", "trainer"], capture_output=True, text=True, timeout=120
+        ["bash", str(IMAGES_SH), "path", image], capture_output=True, text=True, timeout=120
     )
     if proc.returncode != 0:
         unavailable(
-            "the trainer image is not built for these sources (hack/images.sh build trainer)"
+            f"the {image} image is not built for these sources (hack/images.sh build {image})"
         )
     return Path(proc.stdout.strip())
 

@@ -27,7 +27,7 @@ from launcher.api.identity import GROUP, PLURAL
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import CHART, _helm_binary
 from tests.node import test_mnist as mnist
-from tests.node.conftest import IMAGES_SH, NODE_NAME, REAL_NODE, node_sh, unavailable
+from tests.node.conftest import NODE_NAME, REAL_NODE, built_archive, node_sh
 from tests.node.test_mnist import kill_worker_1_after_the_first_backup, real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
@@ -37,17 +37,6 @@ OPERATOR = "tflaunch-operator"
 # test_mnist's fixtures: a namespace, a shared volume.
 namespace = mnist.namespace
 shared_claim = mnist.shared_claim
-
-
-def _operator_archive() -> Path:
-    proc = subprocess.run(
-        ["bash", str(IMAGES_SH), "path", "operator"], capture_output=True, text=True, timeout=120
-    )
-    if proc.returncode != 0:
-        unavailable(
-            "the operator image is not built for these sources (hack/images.sh build operator)"
-        )
-    return Path(proc.stdout.strip())
 
 
 def helm(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
@@ -98,7 +87,7 @@ def release(real_node: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
     """`helm install` of the chart into a restricted namespace; the operator's pods Ready on
     the real node. Yields the release namespace."""
     cp = real_node
-    node_sh("import", str(_operator_archive()), timeout=900)
+    node_sh("import", str(built_archive("operator")), timeout=900)
     system = f"tflaunch-system-{uuid.uuid4().hex[:5]}"
     cp.kubectl("create", "namespace", system)
     cp.kubectl("label", "namespace", system, "pod-security.kubernetes.io/enforce=restricted")
@@ -138,6 +127,16 @@ def operator_log(cp: ControlPlane, system: str) -> str:
     return "\n".join(logs)
 
 
+def succeeded(cp: ControlPlane, namespace: str, release: str, restarts: int, what: str) -> None:
+    """Wait for the MultiWorkerJob mnist to succeed, with `restarts` group restarts and the
+    chief's result in its status (read back by the operator's pod)."""
+    status = eventually(
+        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2, what=what
+    )
+    assert status.get("restarts", 0) == restarts, (status, operator_log(cp, release))
+    assert status["result"], status
+
+
 @pytest.mark.timeout(1200)
 def test_the_operator_runs_as_the_charts_pods_and_trains_a_multiworkerjob_to_succeeded(
     real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
@@ -153,12 +152,7 @@ def test_the_operator_runs_as_the_charts_pods_and_trains_a_multiworkerjob_to_suc
 
     cp.apply(multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image))
 
-    status = eventually(
-        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
-        what="the MultiWorkerJob Succeeded",
-    )  # fmt: skip
-    assert status.get("restarts", 0) == 0, status
-    assert status["result"], status  # the chief's result, read back by the operator's pod
+    succeeded(cp, namespace, release, restarts=0, what="the MultiWorkerJob Succeeded")
     workers = cp.get("pods", "-n", namespace, "-l", "tflaunch.dev/job-name=mnist")["items"]
     assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in workers] == [
         (NODE_NAME, "Succeeded")
@@ -188,13 +182,9 @@ def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
 
     kill_worker_1_after_the_first_backup(cp, namespace)
 
-    status = eventually(
-        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
-        what="the MultiWorkerJob Succeeded after the kill",
-    )  # fmt: skip
-
-    assert status["restarts"] == 1, (status, operator_log(cp, release))
-    assert status["result"], status
+    succeeded(
+        cp, namespace, release, restarts=1, what="the MultiWorkerJob Succeeded after the kill"
+    )
     logs = cp.tflaunch("logs", "mnist", "-n", namespace)
     resumed = [line for line in worker_lines(logs, 0) if "resuming from the backup" in line]
     assert len(resumed) == 1, logs.out
@@ -236,13 +226,7 @@ def test_the_leader_pod_killed_then_a_helm_upgrade_leave_a_training_job_alone(
         cp, "upgrade", OPERATOR, str(CHART), "--namespace", release, "--reuse-values",
         "--set", "resources.limits.memory=320Mi", "--wait", "--timeout", "5m",
     )  # fmt: skip
-    status = eventually(
-        phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
-        what="the MultiWorkerJob Succeeded",
-    )  # fmt: skip
-
-    assert status.get("restarts", 0) == 0, (status, operator_log(cp, release))
-    assert status["result"], status
+    succeeded(cp, namespace, release, restarts=0, what="the MultiWorkerJob Succeeded")
     after = [p for p in operator_pods(cp, release) if not p["metadata"].get("deletionTimestamp")]
     assert {p["metadata"]["name"] for p in after}.isdisjoint(before | {taken}), after
     limits = [p["spec"]["containers"][0]["resources"]["limits"]["memory"] for p in after]
@@ -313,12 +297,10 @@ def test_helm_uninstall_leaves_a_training_job_and_a_namespaced_reinstall_finishe
         assert (
             cp.get("rolebinding", OPERATOR, "-n", namespace)["subjects"][0]["namespace"] == release
         )
-        status = eventually(
-            phase(cp, namespace, "mnist", "Succeeded"), timeout=900, interval=2,
+        succeeded(
+            cp, namespace, release, restarts=0,
             what="the MultiWorkerJob Succeeded under the reinstalled operator",
         )  # fmt: skip
-        assert status.get("restarts", 0) == 0, (status, operator_log(cp, release))
-        assert status["result"], status
         assert job_uids(cp, namespace, "mnist") == jobs  # adopted, not recreated
         assert not cp.get("mwj", "theirs", "-n", other).get("status"), "another namespace's job"
         assert job_uids(cp, other, "theirs") == {}
