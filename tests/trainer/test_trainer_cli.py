@@ -351,3 +351,24 @@ def test_the_chief_starts_drawing_curves_before_the_export_and_waits_for_them(
     assert events == ["curves", "export"]
     assert (model_dir / "curves.png").stat().st_size > 10_000
     assert (model_dir / contract.RESULT_FILE).exists()
+
+
+def test_python_m_trainer_collects_garbage_rarely() -> None:
+    """TensorFlow's import and the tracing create millions of long-lived objects; at Python's
+    default thresholds the collector rescans them ~740 times a run (trainer/__main__.py)."""
+    import subprocess
+    import sys
+
+    from trainer.__main__ import GC_THRESHOLDS
+
+    probe = (
+        "import gc, runpy, sys\n"
+        "sys.argv = ['trainer', '--epochz']\n"
+        "try:\n"
+        "    runpy.run_module('trainer', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(gc.get_threshold())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == str(GC_THRESHOLDS), run.stderr
