@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -345,6 +346,86 @@ def test_the_probe_listener_counts_the_probes_it_answered() -> None:
             assert preflight.probe(f"127.0.0.1:{port}", 1.0) is None
         assert listener.await_probes(2, timeout=2.0)
         assert not listener.await_probes(3, timeout=0.05)
+
+
+class _SpeaksFirst:
+    """A listener that sends bytes as soon as it accepts, as a gRPC server sends its HTTP/2
+    SETTINGS frame (TensorFlow's sends 46 bytes)."""
+
+    def __init__(self, port: int) -> None:
+        self._server = socket.create_server(("", port))
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            with connection:
+                connection.sendall(b"\x00\x00\x18\x04")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._server.close()
+        self._thread.join()
+
+
+def test_a_grpc_server_is_told_apart_from_a_stand_in_and_from_nothing() -> None:
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    assert not preflight.serves_grpc(address, 1.0)  # refused
+    with preflight.ProbeListener(port):
+        assert not preflight.serves_grpc(address, 1.0)  # accepted and closed
+    server = _SpeaksFirst(port)
+    try:
+        assert preflight.serves_grpc(address, 1.0)
+    finally:
+        server.close()
+
+
+def test_a_non_chief_waits_through_the_stand_in_and_the_gap_for_the_chiefs_tensorflow() -> None:
+    """The chief's stand-in, then nothing (the chief between closing it and TensorFlow
+    binding), then TensorFlow: the wait ends only with TensorFlow."""
+    port = _free_port()
+    result: list[tuple[bool, float]] = []
+    started = time.monotonic()
+    stand_in = preflight.ProbeListener(port)
+
+    def wait() -> None:
+        found = preflight.await_tensorflow(f"127.0.0.1:{port}", timeout=10)
+        result.append((found, time.monotonic() - started))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    stand_in.close()
+    time.sleep(0.2)
+    assert not result, "the wait ended before TensorFlow listened"
+    server = _SpeaksFirst(port)
+    try:
+        waiter.join(10)
+    finally:
+        server.close()
+    [(found, elapsed)] = result
+    assert found and elapsed >= 0.4
+
+
+def test_a_chief_that_never_listens_ends_the_wait_at_its_cap() -> None:
+    clock = FakeClock()
+    checked: list[str] = []
+
+    def check(address: str, timeout: float) -> bool:
+        checked.append(address)
+        return False
+
+    assert not preflight.await_tensorflow(
+        "chief:2222", 1.0, check=check, clock=clock, sleep=clock.sleep
+    )
+    assert clock.now == pytest.approx(1.0, abs=preflight.TENSORFLOW_POLL_SECONDS)
+    assert set(checked) == {"chief:2222"} and len(checked) > 50
 
 
 def test_a_port_held_by_another_process_is_a_transient_error() -> None:
