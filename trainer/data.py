@@ -305,7 +305,7 @@ def train_dataset(
         .cache()
         .shuffle(len(mnist.y_train), seed=seed, reshuffle_each_iteration=True)
         .batch(global_batch, drop_remainder=True)
-        .map(_to_float)
+        .map(tf.autograph.experimental.do_not_convert(_to_float))  # straight-line
         .repeat()
         .prefetch(tf.data.AUTOTUNE if autotune else 2)
         .with_options(_distribute_options(autotune))

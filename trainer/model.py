@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import tensorflow as tf
 import tf_keras as keras
 
 from trainer.errors import ConfigError
@@ -20,8 +21,6 @@ def require_tf_keras() -> None:
 
     That happens when TensorFlow was imported before TF_USE_LEGACY_KERAS=1 was set.
     """
-    import tensorflow as tf
-
     if not tf.keras.Model.__module__.startswith("tf_keras"):
         raise ConfigError(
             f"tf.keras is not tf-keras ({tf.keras.Model.__module__}); TensorFlow was "
@@ -67,6 +66,7 @@ def compile_model(
     )
 
 
+@tf.autograph.experimental.do_not_convert  # type: ignore[untyped-decorator]  # see replica_sums
 def per_example_loss(labels: Any, logits: Any) -> Any:
     """The loss `compile_model` trains on, one value per example (no reduction)."""
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
