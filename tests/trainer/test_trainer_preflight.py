@@ -390,13 +390,11 @@ def test_a_non_chief_waits_through_the_stand_in_and_the_gap_for_the_chiefs_tenso
     """The chief's stand-in, then nothing (the chief between closing it and TensorFlow
     binding), then TensorFlow: the wait ends only with TensorFlow."""
     port = _free_port()
-    result: list[tuple[bool, float]] = []
-    started = time.monotonic()
+    result: list[bool] = []
     stand_in = preflight.ProbeListener(port)
 
     def wait() -> None:
-        found = preflight.await_tensorflow(f"127.0.0.1:{port}", timeout=10)
-        result.append((found, time.monotonic() - started))
+        result.append(preflight.await_tensorflow(f"127.0.0.1:{port}", timeout=10))
 
     waiter = threading.Thread(target=wait)
     waiter.start()
@@ -409,8 +407,7 @@ def test_a_non_chief_waits_through_the_stand_in_and_the_gap_for_the_chiefs_tenso
         waiter.join(10)
     finally:
         server.close()
-    [(found, elapsed)] = result
-    assert found and elapsed >= 0.4
+    assert result == [True]
 
 
 def test_a_chief_that_never_listens_ends_the_wait_at_its_cap() -> None:
