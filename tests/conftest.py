@@ -7,9 +7,17 @@ below decides what may run side by side on a 2-core machine.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
+
+# Tests press Ctrl-C (SIGINT) on `tflaunch` and the worker wrapper. A shell without job control
+# that starts the suite in the background (`make test &` in a script) leaves SIGINT ignored;
+# every child inherits that, Python then installs no handler, and those tests wait out their
+# timeouts. Restoring the handler here gives the children SIGINT's default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Modules whose tests run TensorFlow: 2-worker MWMS groups (`tf` marker) or models in-process.
 # Each such test keeps both cores busy, so they all run on one xdist worker, one after
