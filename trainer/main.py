@@ -65,9 +65,14 @@ def import_tensorflow_meanwhile() -> threading.Thread:
 
 
 def make_plan(
-    config: TrainConfig, cluster: preflight.WorkerGroup, mnist: data.Mnist, gpus: int
+    config: TrainConfig,
+    cluster: preflight.WorkerGroup,
+    mnist: data.Mnist,
+    gpus: int,
+    pinned: set[int] | None = None,
 ) -> TrainingPlan:
-    """Batch and step arithmetic, checked before any peer is contacted."""
+    """Batch and step arithmetic, checked before any peer is contacted; `pinned`: the CPUs
+    `preflight.pin_to_cpu_share` kept this worker on."""
     replicas = cluster.num_workers * max(1, gpus)
     per_replica = preflight.per_replica_batch(config.global_batch_size, replicas)
     eval_batch = data.eval_batch_size(len(mnist.y_test), config.global_batch_size)
@@ -82,7 +87,7 @@ def make_plan(
         ),
         eval_batch_size=eval_batch,
         eval_steps=data.eval_steps(len(mnist.y_test), eval_batch),
-        threads=preflight.thread_count(config.threads, cluster.workers_on_this_host),
+        threads=preflight.thread_count(config.threads, cluster.workers_on_this_host, pinned),
     )
 
 
@@ -91,6 +96,7 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     cluster = preflight.parse_tf_config(os.environ.get(contract.ENV_TF_CONFIG))
     logs.configure(cluster.label, debug)
     preflight.check_worker_index(cluster, os.environ.get(contract.ENV_WORKER_INDEX))
+    pinned = preflight.pin_to_cpu_share(config.threads, cluster)  # before any thread starts
     import_tensorflow_meanwhile()  # while the data is read; the flags and TF_CONFIG are sane
     if env_warning:
         log.warning("%s", env_warning)
@@ -104,6 +110,12 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
         )
     else:
         log.info("no multi-worker TF_CONFIG: running single-worker")
+    if pinned:
+        log.info(
+            "on CPU(s) %s: %d workers share this host (--threads auto)",
+            ",".join(str(cpu) for cpu in sorted(pinned)),
+            cluster.workers_on_this_host,
+        )
     restarts = restarts_from_env()
     mnist = data.load_mnist(config.data).limited(
         config.max_train_examples, config.max_test_examples
@@ -111,7 +123,7 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     timings = phases.Phases()
     with timings.measure("import"):  # check_devices imports TensorFlow
         gpus = preflight.check_devices(config.expect_gpus, cluster.label)
-    plan = make_plan(config, cluster, mnist, gpus)
+    plan = make_plan(config, cluster, mnist, gpus, pinned)
     log.info("plan: %s", plan)
 
     with timings.measure("import"):

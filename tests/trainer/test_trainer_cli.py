@@ -302,7 +302,11 @@ def test_tensorflows_import_starts_before_the_data_is_read_and_after_the_fast_ch
         calls.append("data")
         raise Stop
 
+    def pin(threads: object, cluster: object) -> None:
+        calls.append("pin")  # threads inherit the CPUs of the thread that starts them
+
     monkeypatch.setattr(main.logs, "configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(main.preflight, "pin_to_cpu_share", pin)
     monkeypatch.setattr(main, "import_tensorflow_meanwhile", lambda: calls.append("import"))
     monkeypatch.setattr(main.data, "load_mnist", load_mnist)
     config = main.parse_args(["--epochs", "1"], env={})
@@ -310,7 +314,7 @@ def test_tensorflows_import_starts_before_the_data_is_read_and_after_the_fast_ch
     monkeypatch.delenv(contract.ENV_WORKER_INDEX, raising=False)
     with pytest.raises(Stop):
         main.program(config, None)
-    assert calls == ["import", "data"]
+    assert calls == ["pin", "import", "data"]
 
     calls.clear()
     monkeypatch.setenv(contract.ENV_TF_CONFIG, "{not json")

@@ -165,6 +165,73 @@ def test_workers_on_this_host_come_from_the_hosts_in_tf_config(
     assert WorkerGroup(workers=workers, index=index).workers_on_this_host == expected
 
 
+@pytest.mark.parametrize(
+    ("cpus", "sharing", "shares"),
+    [
+        ([1, 0], 2, [{0}, {1}]),  # tflaunch local's 2 workers on 2 cores
+        (range(8), 3, [{0, 1}, {2, 3}, {4, 5}]),  # equal runs; CPUs 6 and 7 unused
+        ([0, 1], 3, [{0}, {1}, {0}]),  # fewer CPUs than workers: round-robin
+        ([4, 5, 6, 7], 1, [{4, 5, 6, 7}]),
+    ],
+)
+def test_workers_sharing_a_host_get_disjoint_cpu_shares(
+    cpus: list[int], sharing: int, shares: list[set[int]]
+) -> None:
+    assert [preflight.cpu_share(cpus, sharing, rank) for rank in range(sharing)] == shares
+
+
+@pytest.mark.parametrize(
+    ("workers", "index", "rank"),
+    [
+        (("127.0.0.1:1", "localhost:2", "127.0.0.1:3"), 2, 2),
+        (("10.0.0.5:1", "10.0.0.6:1", "10.0.0.5:2"), 2, 1),  # worker 1 is on another host
+        (("10.0.0.5:1", "10.0.0.6:1"), 1, 0),
+        ((), 0, 0),
+    ],
+)
+def test_rank_on_this_host_counts_the_lower_indexes_on_the_same_host(
+    workers: tuple[str, ...], index: int, rank: int
+) -> None:
+    assert WorkerGroup(workers=workers, index=index).rank_on_this_host == rank
+
+
+@pytest.mark.parametrize(
+    ("threads", "workers", "index", "pinned"),
+    [
+        ("auto", ("127.0.0.1:1", "127.0.0.1:2"), 1, {2, 3}),
+        ("auto", ("127.0.0.1:1", "127.0.0.1:2"), 0, {0, 1}),
+        (2, ("127.0.0.1:1", "127.0.0.1:2"), 1, None),  # threads chosen by hand: not pinned
+        ("auto", ("mnist-worker-0.mnist:2222", "mnist-worker-1.mnist:2222"), 1, None),  # pods
+        ("auto", (), 0, None),
+    ],
+)
+def test_only_auto_threads_with_workers_sharing_the_host_pin_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+    threads: int | str,
+    workers: tuple[str, ...],
+    index: int,
+    pinned: set[int] | None,
+) -> None:
+    calls: list[tuple[int, set[int]]] = []
+    monkeypatch.setattr(preflight.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(
+        preflight.os, "sched_setaffinity", lambda pid, cpus: calls.append((pid, cpus))
+    )
+    group = WorkerGroup(workers=workers, index=index)
+    assert preflight.pin_to_cpu_share(threads, group) == pinned
+    assert calls == ([(0, pinned)] if pinned else [])
+
+
+def test_a_pinned_worker_runs_as_many_threads_as_its_cpus_within_the_cgroup_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(preflight, "cgroup_cpu_limit", lambda: None)
+    assert preflight.thread_count("auto", 2, pinned={2, 3}) == 2
+    monkeypatch.setattr(preflight, "cgroup_cpu_limit", lambda: 2)  # e.g. docker --cpus 2
+    assert preflight.thread_count("auto", 2, pinned={2, 3}) == 1
+    assert preflight.thread_count(4, 2, pinned={2, 3}) == 4
+
+
 def test_usable_cpus_are_capped_by_the_cgroup_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight, "cgroup_cpu_limit", lambda: 1)
     assert preflight.usable_cpus() == 1
