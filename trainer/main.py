@@ -142,12 +142,7 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
     try:
         preflight.rendezvous(cluster, config.rendezvous_timeout)
         if cluster.is_multi_worker and not cluster.is_chief:
-            # Connect only once the chief's TensorFlow holds its port: a refused connect costs
-            # gRPC's 1 s reconnect backoff. Capped like the stand-in's wait for its probes.
-            preflight.await_tensorflow(
-                cluster.workers[0],
-                preflight.BACKOFF_MAX_SECONDS + preflight.CONNECT_TIMEOUT_SECONDS,
-            )
+            preflight.await_tensorflow(cluster.workers[0], preflight.HANDOVER_SECONDS)
         # Under the worker wrapper the preflight made it; run bare, the history file needs it.
         preflight.check_writable(config.checkpoint_dir, cluster.label)
         checkpoint_dir = config.checkpoint_dir or tempfile.mkdtemp(prefix="tflaunch-ckpt-")

@@ -37,14 +37,17 @@ log = logging.getLogger(__name__)
 WORKER_JOB = "worker"
 QUICK_POLL_SECONDS = 0.05
 QUICK_POLL_COUNT = 20
+"""Peers started beside each other answer within a second: polled every 50 ms for the first
+second (a refused connection or a cached DNS miss costs microseconds), then backed off."""
 TENSORFLOW_POLL_SECONDS = 0.01
 """How often a non-chief looks for the chief's TensorFlow after the rendezvous: the chief
 binds its port ~0.1 s after its stand-in closes, and every 10 ms of lateness is waited."""
-"""Peers started beside each other answer within a second: polled every 50 ms for the first
-second (a refused connection or a cached DNS miss costs microseconds), then backed off."""
 BACKOFF_FIRST_SECONDS = 0.2
 BACKOFF_MAX_SECONDS = 5.0
 CONNECT_TIMEOUT_SECONDS = 2.0
+HANDOVER_SECONDS = BACKOFF_MAX_SECONDS + CONNECT_TIMEOUT_SECONDS
+"""The longest a port's hand-over between a stand-in and TensorFlow is waited for, from
+either side: a peer's longest retry sleep plus a connect timeout."""
 
 
 # --- environment -------------------------------------------------------------------------
@@ -530,7 +533,7 @@ def rendezvous(cluster: WorkerGroup, timeout: float) -> None:
         # A peer still between two probes has not seen us yet. Its longest sleep is
         # BACKOFF_MAX_SECONDS; after that (it may have passed its rendezvous before we
         # came) we leave anyway: it retries until the next listener answers.
-        listener.await_probes(len(cluster.peers), BACKOFF_MAX_SECONDS + CONNECT_TIMEOUT_SECONDS)
+        listener.await_probes(len(cluster.peers), HANDOVER_SECONDS)
     log.info("all %d peers reachable after %.1fs", len(cluster.peers), time.monotonic() - started)
 
 
@@ -587,7 +590,7 @@ def pin_to_cpu_share(requested_threads: int | str, cluster: WorkerGroup) -> set[
     sharing = cluster.workers_on_this_host
     if requested_threads != "auto" or sharing < 2 or not hasattr(os, "sched_setaffinity"):
         return None
-    share = cpu_share(sorted(os.sched_getaffinity(0)), sharing, cluster.rank_on_this_host)
+    share = cpu_share(list(os.sched_getaffinity(0)), sharing, cluster.rank_on_this_host)
     os.sched_setaffinity(0, share)
     return share
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -360,9 +362,6 @@ def test_the_chief_starts_drawing_curves_before_the_export_and_waits_for_them(
 def test_python_m_trainer_collects_garbage_rarely() -> None:
     """TensorFlow's import and the tracing create millions of long-lived objects; at Python's
     default thresholds the collector rescans them ~740 times a run (trainer/__main__.py)."""
-    import subprocess
-    import sys
-
     from trainer.__main__ import GC_THRESHOLDS
 
     probe = (
