@@ -488,13 +488,16 @@ def serves_grpc(address: str, timeout: float) -> bool:
     send their HTTP/2 SETTINGS frame as soon as they accept; a stand-in closes at once."""
     host, port = split_address(address)
     try:
-        with socket.create_connection((host, port), timeout=timeout) as connection:
-            connection.settimeout(timeout)
-            return bool(connection.recv(16))
-    except TimeoutError:
-        return True  # something that is not a stand-in holds the port and says nothing yet
-    except OSError:
+        connection = socket.create_connection((host, port), timeout=timeout)
+    except OSError:  # refused, unresolvable, or no answer to the connect at all
         return False
+    with connection:
+        try:
+            return bool(connection.recv(16))
+        except TimeoutError:
+            return True  # accepted, and not closed as a stand-in does: just quiet so far
+        except OSError:
+            return False
 
 
 def await_tensorflow(

@@ -453,6 +453,25 @@ def test_a_grpc_server_is_told_apart_from_a_stand_in_and_from_nothing() -> None:
         server.close()
 
 
+def test_a_chief_whose_connect_times_out_is_not_taken_for_tensorflow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod whose SYNs go unanswered times the connect out; only a quiet accepted
+    connection counts as a server that has not spoken yet."""
+
+    def unanswered(address: object, timeout: float) -> socket.socket:
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(preflight.socket, "create_connection", unanswered)
+    assert not preflight.serves_grpc("mnist-worker-0.mnist:2222", 0.1)
+
+
+def test_a_listener_that_accepts_and_stays_quiet_counts_as_a_server() -> None:
+    port = _free_port()
+    with socket.create_server(("", port)):  # the kernel accepts; nothing is sent or closed
+        assert preflight.serves_grpc(f"127.0.0.1:{port}", 0.2)
+
+
 def test_a_non_chief_waits_through_the_stand_in_and_the_gap_for_the_chiefs_tensorflow() -> None:
     """The chief's stand-in, then nothing (the chief between closing it and TensorFlow
     binding), then TensorFlow: the wait ends only with TensorFlow."""
