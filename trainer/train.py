@@ -228,11 +228,14 @@ KEPT_ALIVE: list[Any] = []
 class KeepTrainingIterator(keras.callbacks.Callback):  # type: ignore[misc]
     """Keeps `fit`'s training iterator alive after `fit` returns, until the process exits.
 
-    tf-keras frees it when `fit`'s frame ends, and that destructor (tf.data's iterator
-    waiting on its background thread) intermittently blocked one worker for 4-10 s while its
-    peers waited in the next collective, the export: issue 26's end-of-fit stall, seen in
-    `phases.fit_end` after every callback's `on_train_end` had returned. tf-keras keeps the
-    iterator in `fit`'s local `iterator` (and its DataHandler in `data_handler`).
+    tf-keras frees it when `fit`'s frame ends, and that destructor joins the iterator's tf.data
+    autotuning thread. TensorFlow can lose the wake-up that ends the thread (its
+    CancellationManager runs the callbacks before it marks itself cancelled), which then
+    sleeps out its optimization period, doubling up to 60 s: 4-10 s here, on one worker,
+    while its peers waited in the next collective (`phases.fit_end`; docs/performance.md).
+    Keras' input path has autotuned iterators of its own, so turning autotuning off in our
+    datasets is not enough. tf-keras keeps the iterator in `fit`'s local `iterator` (and its
+    DataHandler in `data_handler`).
     """
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
@@ -388,8 +391,8 @@ def run(
         )
     history = read_history(checkpoint_dir, resume.epoch)
     model = build_compiled_model(strategy, config)
-    # CPU workers: no tf.data autotuning and no per-device prefetch (MultiDeviceIterator),
-    # whose teardown after fit stalled one worker for ~10 s steps (docs/performance.md).
+    # CPU workers: no tf.data autotuning and no per-device prefetch (MultiDeviceIterator):
+    # fewer autotuning threads for an iterator's teardown to wait out (`KeepTrainingIterator`).
     on_cpu = not plan.gpus_per_worker
     train = data.train_dataset(mnist, plan.global_batch_size, config.seed, autotune=not on_cpu)
     # The same stream as an uninterrupted run from the step it stopped at: the pipeline is
