@@ -277,11 +277,8 @@ def scale(images: np.ndarray) -> np.ndarray:
 def _distribute_options(autotune: bool) -> tf.data.Options:
     """DATA sharding: in-memory data has no files to shard by.
 
-    Without `autotune`, no tf.data autotuning thread runs for these datasets. Freeing an
-    iterator joins that thread, and TensorFlow can lose the wake-up that ends it (its
-    CancellationManager runs the callbacks before it marks itself cancelled), so the
-    teardown at the end of fit waited out the thread's optimization period: seconds, while
-    the peer waited in the next collective (docs/performance.md, "Stalls at the end of fit").
+    Without `autotune`, no tf.data autotuning thread runs for these datasets: one fewer
+    for an iterator's teardown to wait out (why it can wait seconds: `train.KeepTrainingIterator`).
     """
     import tensorflow as tf
 
