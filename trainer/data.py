@@ -176,6 +176,11 @@ def download_with_keras() -> Mnist:
     Raises:
         ConfigError: neither the cache nor the download worked.
     """
+    # TensorFlow's own import (in `main.import_tensorflow_meanwhile`'s thread) imports
+    # tf_keras; importing tf_keras first from this thread would deadlock with it, and Python
+    # breaks that by handing one side a half-initialized module ("No module named
+    # 'tensorflow.compat'"). Importing tensorflow first waits for that thread's import.
+    import tensorflow  # noqa: F401
     import tf_keras
 
     log.info("no --data / $TFLAUNCH_DATA: trying Keras' cache %s or download", KERAS_CACHE)

@@ -48,7 +48,8 @@ def import_tensorflow_meanwhile() -> threading.Thread:
 
     The import (seconds) then overlaps reading the data and the checks before
     `preflight.check_devices`, whose own `import tensorflow` waits for this one to finish
-    (Python's import lock) instead of starting over. Call it only after
+    (Python's import lock) instead of starting over. Code that runs meanwhile must import
+    `tensorflow` before `tf_keras` (see `data.download_with_keras`). Call it only after
     `preflight.prepare_environment` (TensorFlow reads that environment when it loads) and
     after the checks that refuse a bad configuration in milliseconds. A failed import is
     left for the main thread's own import to report.

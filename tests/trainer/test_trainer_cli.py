@@ -239,6 +239,23 @@ def test_tensorflows_python_info_lines_show_only_at_debug_level(
     assert ("Sharding callback duration" in worker.stderr) is shown, worker.stderr
 
 
+def test_with_no_data_given_keras_loader_runs_beside_the_background_import(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """No --data, no $TFLAUNCH_DATA, an empty Keras cache: the trainer asks Keras' loader
+    while its background thread is still importing TensorFlow. Importing tf_keras first
+    from the main thread deadlocked with that import, and Python broke the tie with a
+    half-initialized module: "No module named 'tensorflow.compat'", exit 1. Offline the
+    loader fails and the shipped subset is used; online it downloads MNIST. Either way
+    the worker trains."""
+    env = {"KERAS_HOME": str(tmp_path / "keras")}
+    worker = spawn([*FAST, "--model-dir", str(tmp_path / "m"), "--expect-gpus", "0"], env=env)
+    assert worker.wait(180) == contract.EXIT_OK, worker.stderr
+    assert "Traceback" not in worker.stderr, worker.stderr
+    assert "trying Keras' cache" in worker.stderr
+    assert worker.result()["dataset"] in (contract.DATASET_MNIST, contract.DATASET_MNIST_SUBSET)
+
+
 def test_an_unexpected_failure_names_the_exception_in_its_one_error_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
