@@ -7,13 +7,16 @@ interpreter and packages through PYTHONPATH, so only tflaunch's own code differs
   the data tflaunch finds (here: the shipped MNIST subset), 3 epochs.
 * script: `tflaunch local --script examples/custom/keras_mnist.py --workers 2`: a small
   program of the user's, run through the worker wrapper.
+* one-worker: `tflaunch local --workers 1`: the demo's training (same data, epochs, global
+  batch and weights) in one worker, with no second import or tracing and no all-reduce:
+  how far below the demo the same work can go on this machine without a multi-worker cost.
 
 REF and HEAD alternate (REF HEAD HEAD REF ...) so load drifts on this shared machine hit
 both alike; each run records the 1-minute load average before it. Printed per command and
 side: wall seconds min / median / max, the ratio HEAD / REF of the medians, and for the demo
 the chief's phases (result.json) and its test accuracy.
 
-Usage: .venv/bin/python bench/compare_ttr.py --ref main [--runs 4] [--only demo|script]
+Usage: .venv/bin/python bench/compare_ttr.py --ref main [--runs 4] [--only demo|script|one-worker]
        [--markdown OUT.md]
 """
 
@@ -37,6 +40,7 @@ from bench.compare import export_tree, spread  # noqa: E402
 COMMANDS = {
     "demo": ["local", "--workers", "2"],
     "script": ["local", "--script", "examples/custom/keras_mnist.py", "--workers", "2"],
+    "one-worker": ["local", "--workers", "1"],
 }
 PHASES = ("import", "strategy", "setup", "first_step", "fit", "evaluate", "export", "total")
 
@@ -103,7 +107,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(COMMANDS), action="append")
     parser.add_argument("--markdown", type=Path, help="also write the tables here")
     args = parser.parse_args()
-    commands = args.only or list(COMMANDS)
+    commands = args.only or ["demo", "script"]
 
     with tempfile.TemporaryDirectory(prefix="tflaunch-ttr-") as tmp:
         base = Path(tmp)
