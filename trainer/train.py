@@ -456,7 +456,8 @@ def run(
             strategy, model, test, plan.eval_steps, watchdog.beat
         )  # the last epoch's evaluation is the final one: same weights
         evaluated = time.monotonic()
-        timings.add("evaluate", epoch_eval.seconds + evaluated - started)
+        evaluation_seconds = epoch_eval.seconds + evaluated - started
+        timings.add("evaluate", evaluation_seconds)
     except TRANSIENT_TF_ERRORS as e:
         raise _transient("evaluation", e) from None
 
@@ -486,8 +487,8 @@ def run(
         export_model(model, config.model_dir, cluster.is_chief)
         timings.add("export", time.monotonic() - evaluated)
         log.info(
-            "evaluated in %.1fs, exported in %.1fs",
-            evaluated - started,
+            "test set evaluated in %.1fs in all, exported in %.1fs",
+            evaluation_seconds,
             time.monotonic() - evaluated,
         )
     except TRANSIENT_TF_ERRORS as e:

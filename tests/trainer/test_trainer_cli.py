@@ -221,6 +221,20 @@ def test_a_single_worker_trains_and_overrides_a_wrong_legacy_keras_setting(
     assert json.loads((model_dir / contract.RESULT_FILE).read_text()) == result
 
 
+def test_the_logged_evaluation_time_is_the_evaluate_phase(
+    single_worker_runs: dict[str, tuple[Worker, Path]],
+) -> None:
+    """The last epoch's test evaluation is the final one; the log line counts every
+    evaluation, as result.json's `evaluate` phase does (it said "evaluated in 0.0s")."""
+    worker, _ = single_worker_runs["default"]
+    match = re.search(r"test set evaluated in ([0-9.]+)s in all", worker.stderr)
+    assert match, worker.stderr
+    phases = worker.result()["phases"]
+    assert isinstance(phases, dict)
+    # one decimal in the log, three in result.json: equal up to the log's rounding
+    assert abs(float(match.group(1)) - phases["evaluate"]) <= 0.051
+
+
 def test_a_cpu_only_worker_never_probes_cuda(
     single_worker_runs: dict[str, tuple[Worker, Path]],
 ) -> None:
