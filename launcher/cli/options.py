@@ -170,7 +170,17 @@ def one_spec_file(argument: str | None, flag: str | None) -> str | None:
             f"the spec is given twice ({flag} by -f/--filename and {argument} as SPEC); "
             "give one of them"
         )
-    return flag if flag is not None else argument
+    spec_file = flag if flag is not None else argument
+    if spec_file is not None and spec_file.isdigit() and not os.path.exists(spec_file):
+        # `tflaunch tfconfig 1`, `tflaunch local 2`: an index or a count where SPEC goes
+        context = click.get_current_context(silent=True)
+        meant = (
+            f"--index {spec_file} picks the worker"
+            if context is not None and context.info_name == "tfconfig"
+            else f"--workers {spec_file} sets the number of workers"
+        )
+        raise click.UsageError(f"SPEC: {spec_file} is a number, not a spec file; {meant}")
+    return spec_file
 
 
 def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:

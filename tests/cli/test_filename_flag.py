@@ -62,3 +62,32 @@ def test_with_dash_f_every_positional_word_of_local_is_the_programs() -> None:
 
     assert split_trainer_args("5", ("6",), spec_filename="job.yaml") == (None, ("5", "6"))
     assert split_trainer_args("job.yaml", ("6",)) == ("job.yaml", ("6",))
+
+
+@pytest.mark.parametrize(
+    ("command", "hint"),
+    [(["tfconfig", "1"], "--index 1 picks the worker"),
+     (["render", "3"], "--workers 3 sets the number of workers"),
+     (["local", "2"], "--workers 2 sets the number of workers")],
+)  # fmt: skip
+def test_a_number_where_the_spec_goes_names_the_flag_it_meant(
+    command: list[str],
+    hint: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no file named "1" here
+    code, out, err = _run(capsys, *command)
+    (line,) = err.strip().splitlines()
+    assert code == 2 and not out
+    assert "is a number, not a spec file" in line and hint in line, line
+
+
+def test_a_spec_file_named_by_a_number_is_still_read(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "7").write_text(Path(MNIST).read_text())
+    code, out, _ = _run(capsys, "render", "7")
+    assert code == 0 and "mnist-worker" in out
