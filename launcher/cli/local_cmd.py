@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import keras3_warning, spec_options, with_spec
+from launcher.cli.options import script_warnings, spec_options, with_spec
 from launcher.core import contract, workload
 from launcher.core.program import own_program
 from launcher.local.isolation import NETWORK_CHOICES
@@ -182,7 +182,7 @@ def phase_line(phases: dict[str, object]) -> str:
 
 def program_warnings(job: MultiWorkerJob, env: Mapping[str, str]) -> list[str]:
     """What to change before the workers start: a TF_USE_LEGACY_KERAS of the user's that
-    the workers will not use, and Keras 3 imported by the program."""
+    the workers will not use, and what `script_warnings` finds in the program."""
     lines = []
     legacy = env.get(contract.ENV_LEGACY_KERAS)
     if legacy is not None and legacy != contract.TRAINER_ENV[contract.ENV_LEGACY_KERAS]:
@@ -192,8 +192,7 @@ def program_warnings(job: MultiWorkerJob, env: Mapping[str, str]) -> list[str]:
             "is then tf-keras; Keras 3 does not support MultiWorkerMirroredStrategy, "
             "keras-team/keras#20585)"
         )
-    keras3 = keras3_warning(job)
-    return [*lines, keras3] if keras3 else lines
+    return [*lines, *script_warnings(job)]
 
 
 COMMANDS = (local_command,)

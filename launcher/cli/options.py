@@ -102,19 +102,28 @@ def _program_stem(path: str) -> str:
     return program.stem.lower()
 
 
-def keras3_warning(job: MultiWorkerJob) -> str | None:
-    """One line when spec.script imports standalone keras (Keras 3), which fails under
-    MultiWorkerMirroredStrategy: said before anything starts, not as a PerReplica traceback."""
+def script_warnings(job: MultiWorkerJob) -> list[str]:
+    """One line for each mistake spec.script shows before anything starts: standalone keras
+    (Keras 3, whose fit fails under MultiWorkerMirroredStrategy: said now, not as a
+    PerReplica traceback), and a TF_CONFIG the program sets itself."""
     if job.spec.script is None:
-        return None
+        return []
+    warnings = []
     found = script.keras3_imports(job.spec.script)
-    if not found:
-        return None
-    return (
-        f"tflaunch: warning: {', '.join(found)} imports keras, which is Keras 3: its fit fails "
-        "under MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica error); "
-        "use tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
-    )
+    if found:
+        warnings.append(
+            f"tflaunch: warning: {', '.join(found)} imports keras, which is Keras 3: its fit "
+            "fails under MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica "
+            "error); use tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
+        )
+    found = script.tf_config_assignments(job.spec.script)
+    if found:
+        warnings.append(
+            f"tflaunch: warning: {', '.join(found)} sets TF_CONFIG, replacing the one tflaunch "
+            "gives each worker (every worker would then claim the same index); remove it and "
+            "read os.environ['TF_CONFIG'], or set it only `if 'TF_CONFIG' not in os.environ`"
+        )
+    return warnings
 
 
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:

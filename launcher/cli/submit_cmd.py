@@ -19,8 +19,8 @@ from launcher.cli.dry_run import DryRunCommand, dry_run_option
 from launcher.cli.options import (
     cluster_options,
     connect,
-    keras3_warning,
     program_name,
+    script_warnings,
     spec_options,
     with_spec,
 )
@@ -79,9 +79,8 @@ def submit_command(
         raise click.UsageError("--timeout only applies with --wait")
     if dry_run != "none" and wait_for_it:
         raise click.UsageError("--dry-run and --wait cannot be combined")
-    keras3 = keras3_warning(job)
-    if keras3:
-        click.echo(keras3, err=True)
+    for warning in script_warnings(job):
+        click.echo(warning, err=True)
     if through_operator:
         return _submit_to_operator(
             job, kubeconfig, kube_context, wait_for_it, timeout, pending_warning, replace, dry_run

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from launcher.api.spec import SCRIPT_MOUNT_PATH
+from launcher.core import contract
 from launcher.core.errors import SpecError
 
 MOUNT_PATH = SCRIPT_MOUNT_PATH
@@ -36,6 +37,7 @@ ENTRY_NAMES = ("main.py", "__main__.py")
 """The entry file of `--script DIR`, the first that exists."""
 SKIPPED_DIRS = frozenset({"__pycache__"})
 FIELD = "spec.script"
+TF_CONFIG = contract.ENV_TF_CONFIG
 
 
 class Program(Protocol):
@@ -252,3 +254,62 @@ def keras3_imports(program: Program) -> list[str]:
             if any(name == "keras" or name.startswith("keras.") for name in names):
                 found.append(f"{rel}:{node.lineno}")
     return found
+
+
+def _is_environ(node: ast.expr) -> bool:
+    """`os.environ` or a bare `environ` (`from os import environ`)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
+def _names_tf_config(node: ast.AST) -> bool:
+    return any(
+        isinstance(child, ast.Constant) and child.value == TF_CONFIG for child in ast.walk(node)
+    )
+
+
+def _sets_tf_config(node: ast.AST) -> bool:
+    """`os.environ["TF_CONFIG"] = ...`, `os.environ.update(TF_CONFIG=...)` or
+    `.update({"TF_CONFIG": ...})`, `os.putenv("TF_CONFIG", ...)`; not `setdefault`, which
+    leaves tflaunch's value in place."""
+    if isinstance(node, ast.Assign):
+        return any(
+            isinstance(target, ast.Subscript)
+            and _is_environ(target.value)
+            and _names_tf_config(target.slice)
+            for target in node.targets
+        )
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr == "update" and _is_environ(node.func.value):
+        keys = [k for arg in node.args if isinstance(arg, ast.Dict) for k in arg.keys if k]
+        return any(k.arg == TF_CONFIG for k in node.keywords) or any(map(_names_tf_config, keys))
+    return node.func.attr == "putenv" and bool(node.args) and _names_tf_config(node.args[0])
+
+
+def tf_config_assignments(program: Program) -> list[str]:
+    """`file:line` of each place the program sets TF_CONFIG itself, unguarded.
+
+    Code ported from TensorFlow's multi-worker tutorials often builds TF_CONFIG by hand
+    (`os.environ["TF_CONFIG"] = json.dumps({... "index": 0})`). Under tflaunch that replaces
+    the TF_CONFIG each worker was given, so every worker claims the same index. An assignment
+    inside an `if` whose test names TF_CONFIG (`if "TF_CONFIG" not in os.environ:`) only fills
+    in a missing one, and is not reported.
+    """
+    found = []
+    for rel, text in all_files(program).items():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text, rel)
+        except (SyntaxError, ValueError):
+            continue
+        guarded: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and _names_tf_config(node.test):
+                guarded.update(id(child) for child in ast.walk(node) if child is not node.test)
+        for node in ast.walk(tree):
+            if id(node) not in guarded and _sets_tf_config(node):
+                found.append(f"{rel}:{node.lineno}")  # type: ignore[attr-defined]
+    return sorted(set(found), key=lambda where: (where.split(":")[0], int(where.split(":")[1])))

@@ -327,3 +327,54 @@ def test_a_syntax_error_in_any_file_is_exit_2_naming_file_and_line(tmp_path, cap
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert err.startswith("tflaunch: error: spec.script")
     assert f"{broken}:{line}: invalid syntax" in err
+
+
+SETS_TF_CONFIG = """\
+import json, os
+from os import environ
+os.environ["TF_CONFIG"] = json.dumps({"cluster": {}, "task": {"index": 0}})
+environ['TF_CONFIG'] = "{}"
+os.environ.update(TF_CONFIG="{}")
+os.environ.update({"TF_CONFIG": "{}", "OTHER": "1"})
+os.putenv("TF_CONFIG", "{}")
+"""
+
+LEAVES_TF_CONFIG = """\
+import json, os
+config = json.loads(os.environ["TF_CONFIG"])
+os.environ.setdefault("TF_CONFIG", "{}")
+if "TF_CONFIG" not in os.environ:
+    os.environ["TF_CONFIG"] = "{}"
+os.environ["OTHER"] = "1"
+os.environ.update(OTHER="1")
+"""
+
+
+def _program(tmp_path, source: str, rel: str = "train.py"):
+    path = tmp_path / rel
+    path.write_text(source)
+    return load_job(EXAMPLE, [("spec.script", str(path))]).spec.script
+
+
+def test_every_way_a_program_sets_tf_config_is_named_by_file_and_line(tmp_path):
+    assert script.tf_config_assignments(_program(tmp_path, SETS_TF_CONFIG)) == [
+        f"train.py:{line}" for line in (3, 4, 5, 6, 7)
+    ]
+
+
+def test_reading_defaulting_or_filling_in_a_missing_tf_config_is_not_named(tmp_path):
+    assert script.tf_config_assignments(_program(tmp_path, LEAVES_TF_CONFIG)) == []
+
+
+def test_a_program_that_sets_tf_config_is_warned_about_before_anything_is_sent(tmp_path, capsys):
+    """The tutorials' notebooks build TF_CONFIG by hand; a script ported from them replaces
+    the TF_CONFIG each worker gets, and every worker claims the same index."""
+    (tmp_path / "setup.py").write_text('import os\nos.environ["TF_CONFIG"] = "{}"\n')
+    path = tmp_path / "train.py"
+    path.write_text("import setup\n")
+    code = run(["submit", "--script", str(path), "--dry-run=client"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "rendered (client dry run)" in out
+    (line,) = [line for line in err.splitlines() if line.startswith("tflaunch: warning:")]
+    assert line.startswith("tflaunch: warning: setup.py:2 sets TF_CONFIG"), err
+    assert "if 'TF_CONFIG' not in os.environ" in line
