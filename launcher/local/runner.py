@@ -276,9 +276,9 @@ def worker_commands(
     commands = []
     for index in range(job.spec.workers):
         env = dict(base_env)
-        env.pop(contract.ENV_TF_CONFIG, None)
-        if job.spec.workers > 1:  # one worker runs without TF_CONFIG, as on a single device
-            env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index)
+        # Every worker, one alone too, gets a TF_CONFIG as in a pod: programs that read it
+        # (TensorFlow's tutorials: `json.loads(os.environ["TF_CONFIG"])`) run the same here.
+        env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index)
         env[contract.ENV_WORKER_INDEX] = str(index)
         commands.append((list(argv), env))
     return commands  # fmt: skip

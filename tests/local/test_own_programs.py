@@ -236,6 +236,24 @@ def test_the_same_error_on_every_worker_of_a_two_file_program_is_reported_once(
     assert (tmp_path / "run" / "logs" / "worker-0.log").read_text().count("attempt") == 1
 
 
+def test_one_local_worker_reads_tf_config_as_the_tutorials_do(tmp_path: Path) -> None:
+    """TensorFlow's tutorials read TF_CONFIG unconditionally (KeyError without it); a pod of
+    a one-worker job has one, and so does a local run of one worker."""
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import json, os\n"
+        "tf_config = json.loads(os.environ['TF_CONFIG'])\n"
+        "workers = tf_config['cluster']['worker']\n"
+        "print('workers', len(workers), 'index', tf_config['task']['index'])\n"
+    )
+    run = subprocess.run(
+        _tflaunch("--script", str(script), "--workers", "1", "--workdir", str(tmp_path / "run")),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[worker 0] workers 1 index 0" in run.stdout
+
+
 def test_worker_logs_are_written_while_the_program_runs(tmp_path: Path) -> None:
     """`tail -f WORKDIR/logs/worker-0.log` follows a run: each line is flushed."""
     script = tmp_path / "train.py"

@@ -84,11 +84,16 @@ def test_verbose_asks_the_workers_for_tensorflows_own_log_lines(tmp_path, monkey
     assert "TF_CPP_MIN_LOG_LEVEL" not in env  # the trainer picks it from the log level
 
 
-def test_a_single_worker_runs_without_tf_config(tmp_path, monkeypatch):
+def test_a_single_worker_gets_its_own_tf_config_as_in_a_pod(tmp_path, monkeypatch):
+    """TensorFlow's tutorials read TF_CONFIG unconditionally; a pod of a one-worker job has
+    one, so a local run of one worker has one too (and never the shell's stale one)."""
     monkeypatch.setenv("TF_CONFIG", '{"stale": true}')
     job = load_job(None, [("spec.workers", 1)])
     ((_, env),) = worker_commands(job, LocalPaths(tmp_path), [1], 0, None)
-    assert "TF_CONFIG" not in env
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"worker": ["127.0.0.1:1"]},
+        "task": {"type": "worker", "index": 0},
+    }
 
 
 @pytest.mark.parametrize(
