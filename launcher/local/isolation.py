@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import re
 import signal
 import socket
 import struct
@@ -222,6 +223,25 @@ def network_warning(isolation: Isolation) -> str | None:
         f"tflaunch: warning: the workers share this machine's network ({isolation.warning}): "
         "TensorFlow's gRPC servers listen on every interface, unauthenticated, so anyone "
         "who can reach this machine can talk to them while they train; see docs/security.md"
+    )
+
+
+NO_NETWORK = re.compile(
+    r"name resolution|Name or service not known|No address associated with hostname|"
+    r"nodename nor servname|Network is unreachable|Could not resolve host",
+    re.IGNORECASE,
+)
+"""What a program prints when it tries to reach the network and only loopback is there."""
+
+
+def no_network_hint(failure: str, isolation: Isolation) -> str:
+    """Why a worker's download or remote storage failed, when the private namespace is the
+    likely reason ("" otherwise): the same error online and offline, so say which it is."""
+    if not isolation.private or not NO_NETWORK.search(failure):
+        return ""
+    return (
+        "; the workers run in a private network namespace with only loopback: "
+        "`tflaunch local --network host` gives them this machine's network"
     )
 
 

@@ -40,7 +40,7 @@ from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.program import own_program
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
-from launcher.local.isolation import Isolation, isolated, network_warning
+from launcher.local.isolation import Isolation, isolated, network_warning, no_network_hint
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
@@ -550,7 +550,7 @@ def run_local(
                 )
                 continue
             if step == "fail":
-                raise WorkersFailed(_failure(attempt, job, restarts, paths))
+                raise WorkersFailed(_failure(attempt, job, restarts, paths, isolation))
             restarts += 1
             console.message(
                 f"tflaunch: {attempt.describe()}; restarting all {job.spec.workers} workers "
@@ -559,13 +559,19 @@ def run_local(
             console.restarted(restarts)
 
 
-def _failure(attempt: Attempt, job: MultiWorkerJob, restarts: int, paths: LocalPaths) -> str:
+def _failure(
+    attempt: Attempt,
+    job: MultiWorkerJob,
+    restarts: int,
+    paths: LocalPaths,
+    isolation: Isolation,
+) -> str:
     """The run's one final line: the cause, why it is not retried (said once), the logs."""
     same = attempt.same_program_error
     if same:
         text = (
             f"every worker's program failed with the same error ({same}): a program error, "
-            f"not retried; fix it and run again"
+            f"not retried; fix it and run again{no_network_hint(same, isolation)}"
         )
     elif attempt.config_error:
         text = f"{attempt.describe()}; not retried"
@@ -573,6 +579,7 @@ def _failure(attempt: Attempt, job: MultiWorkerJob, restarts: int, paths: LocalP
         text = (
             f"{attempt.describe()}; gave up after {restarts} restart(s) "
             f"(spec.backoffLimit={job.spec.backoff_limit})"
+            f"{no_network_hint(attempt.describe(), isolation)}"
         )
     return f"{text}; full worker logs in {paths.logs_dir}"
 

@@ -194,3 +194,44 @@ def test_the_namespace_outlives_its_short_lived_maker_and_has_loopback_up():
     assert ran.returncode == 0, ran.stderr
     interfaces = {line.split(":")[0].strip() for line in ran.stdout.splitlines()[2:] if line}
     assert interfaces == {"lo"}
+
+
+_REACHES_OUT = """\
+import socket
+socket.create_connection(("192.0.2.1", 443), timeout=5)  # TEST-NET-1: never answers
+"""
+
+
+@pytest.mark.parametrize("network", ["private", "host"])
+def test_a_program_that_reaches_for_the_network_is_told_why_it_cannot(tmp_path, network):
+    """Online or offline, a download from a worker fails the same way in the private
+    namespace; the final line says it is the namespace, and `--network host` the way out.
+    With `--network host` the failure is the machine's own, and the line does not say so."""
+    script = tmp_path / "download.py"
+    script.write_text(_REACHES_OUT)
+    run = subprocess.run(
+        [sys.executable, "-m", "launcher", "local", "--script", str(script), "--workers", "2",
+         "--workdir", str(tmp_path / "run"), "--network", network],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode != 0
+    (line,) = [x for x in run.stderr.splitlines() if x.startswith("tflaunch: error:")]
+    hinted = "private network namespace with only loopback" in line
+    if network == "private":
+        assert "Network is unreachable" in line and hinted, line
+        assert "--network host" in line
+    else:
+        assert not hinted, line
+
+
+@pytest.mark.parametrize(
+    ("failure", "hinted"),
+    [("URLError: <urlopen error [Errno -3] Temporary failure in name resolution>", True),
+     ("gaierror: [Errno -2] Name or service not known", True),
+     ("curl: (6) Could not resolve host: example.com", True),
+     ("ValueError: bad batch", False)],
+)  # fmt: skip
+def test_only_network_errors_in_a_private_namespace_get_the_hint(failure, hinted):
+    private = isolation.Isolation(fds=[(-1, 0)])  # only `private` is read
+    assert bool(isolation.no_network_hint(failure, private)) is hinted
+    assert isolation.no_network_hint(failure, isolation.Isolation()) == ""
