@@ -174,7 +174,8 @@ def check_name(name: str) -> None:
     if not NAME.fullmatch(name) or len(name) > 253:
         raise SpecError(
             f"{FIELD}.name",
-            f"{name!r} is not a plain file name (letters, digits, '.', '_', '-'; no '/')",
+            f"{name!r} is not a plain file name (letters, digits, '.', '_', '-'; no '/'): "
+            "rename it; the program reaches the pods as a ConfigMap, whose keys allow only these",
         )
 
 
@@ -186,7 +187,8 @@ def check_paths(program: Program) -> None:
             raise SpecError(
                 f"{FIELD}.files",
                 f"{rel!r} is not a relative path of plain names (letters, digits, '.', '_', "
-                "'-', separated by '/'; no '..', not hidden) other than spec.script.name",
+                "'-', separated by '/'; no '..', not hidden) other than spec.script.name: "
+                "rename it, or leave it out of the directory",
             )
 
 

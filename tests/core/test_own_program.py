@@ -138,6 +138,15 @@ def test_a_script_of_exactly_one_mebibyte_is_fine(tmp_path):
     assert load_job(EXAMPLE, [("spec.script", str(path))]).spec.script is not None
 
 
+def test_a_script_whose_name_cannot_be_a_config_map_key_says_to_rename_it(tmp_path, capsys):
+    path = tmp_path / "My Train.py"
+    path.write_text("print(1)\n")
+    assert run(["render", "--script", str(path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "spec.script.name: 'My Train.py' is not a plain file name" in line
+    assert "rename it" in line and "ConfigMap" in line
+
+
 @pytest.mark.parametrize(
     ("write", "says"),
     [(None, "cannot read"), (b"\xff\xfe\x00", "not UTF-8")],
