@@ -42,7 +42,10 @@ def build(cls: type[T], data: Any, path: str) -> T:
                 field.default is dataclasses.MISSING
                 and field.default_factory is dataclasses.MISSING
             ):
-                raise SpecError(where, "is required")
+                doc = str(field.metadata.get("doc") or "").rstrip(".")
+                if doc[1:2].islower():  # "Always MultiWorkerJob" -> "always ...", not "CPU"
+                    doc = doc[0].lower() + doc[1:]
+                raise SpecError(where, f"is required; add it ({doc})" if doc else "is required")
             continue
         values[field.name] = _convert(hints[field.name], data[key], where)
         _check_bounds(field.metadata.get("bounds") or {}, values[field.name], where)

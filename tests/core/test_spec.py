@@ -162,3 +162,24 @@ def test_an_unknown_key_that_is_not_printable_is_named_on_one_line(key):
         job_from_document(document)
     assert caught.value.field == f"spec.{key!r}"
     assert str(caught.value).isprintable(), str(caught.value)  # one line, no control characters
+
+
+@pytest.mark.parametrize(
+    ("remove", "field", "says"),
+    [(("apiVersion",), "apiVersion", "add it (always tflaunch.dev/v1alpha1)"),
+     (("kind",), "kind", "add it (always MultiWorkerJob)"),
+     (("metadata", "name"), "metadata.name", "add it (job name: a DNS-1035 label)"),
+     (("spec", "image"), "spec.image", "add it (trainer image, e.g. ")],
+)  # fmt: skip
+def test_a_missing_required_key_says_what_to_add(remove, field, says):
+    from launcher.core.load import job_from_document
+
+    document = default_document()
+    parent = document
+    for key in remove[:-1]:
+        parent = parent[key]
+    del parent[remove[-1]]
+    with pytest.raises(SpecError) as caught:
+        job_from_document(document)
+    assert caught.value.field == field
+    assert f"is required; {says}" in str(caught.value), str(caught.value)
