@@ -161,6 +161,16 @@ def read_npz(path: str) -> Mnist:
         raise ConfigError(missing_data_message(f"{path} does not exist"))
     shipped = is_shipped_subset(path)  # checked before a single byte of it is decompressed
     try:
+        with open(path, "rb") as file:
+            is_zip = zipfile.is_zipfile(file)
+    except OSError as e:
+        raise ConfigError(f"{path} is not a readable .npz file ({e.strerror or e})") from None
+    if not is_zip:  # else numpy guesses a pickle and talks about that
+        raise ConfigError(
+            f"{path} is not a readable .npz file (not a zip archive, which every .npz is); "
+            "pass an mnist.npz as Keras saves it"
+        )
+    try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # EOF: empty

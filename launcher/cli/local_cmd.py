@@ -113,12 +113,16 @@ def local_command(
       tflaunch local --verbose              # TensorFlow's own log lines too
       tflaunch local --script train.py --workers 2 -- --epochs 2   # your own program
     """
-    from launcher.local import dataset, display, runner
+    from launcher.local import dataset, display, gpus, runner
 
     if data is not None and not Path(data).is_file():
         raise click.BadParameter(
             f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
         )
+    # each worker's own GPUs, or a refusal before the data is fetched or anything starts
+    gpu_slices = gpus.assign(
+        job.spec.workers, job.spec.gpus_per_worker, *gpus.visible_gpus(os.environ)
+    )
     own = own_program(job.spec)
     owned = None if own else workload.spec_owned_flag(trainer_args)
     if owned:
@@ -149,7 +153,9 @@ def local_command(
     console = display.make_console(
         job.name, job.spec.workers, sys.stdout, verbose, own_program=own
     )  # an own program's output shows; its progress bar too, with trainer.progress's callback
-    result = runner.run_local(job, workdir, data, trainer_args, console=console, network=network)
+    result = runner.run_local(
+        job, workdir, data, trainer_args, console=console, network=network, gpu_slices=gpu_slices
+    )
     if own:
         saved = f"; model dir {result['model_dir']}" if result.get("model_dir") else ""
         click.echo(

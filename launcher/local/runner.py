@@ -40,6 +40,7 @@ from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.program import own_program
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
+from launcher.local.gpus import CUDA_VISIBLE_DEVICES
 from launcher.local.isolation import Isolation, isolated, network_warning, no_network_hint
 
 LOOPBACK = "127.0.0.1"
@@ -252,10 +253,12 @@ def worker_commands(
     data: str | None,
     extra_args: Sequence[str] = (),
     verbose: bool = False,
+    gpu_slices: Sequence[str] | None = None,
 ) -> list[tuple[list[str], dict[str, str]]]:
     """(argv, env) for each worker: the pod's program with loopback addresses.
 
     `verbose` asks the trainer for TensorFlow's INFO lines too (TFLAUNCH_LOG_LEVEL=debug).
+    `gpu_slices`: each worker's CUDA_VISIBLE_DEVICES (`launcher.local.gpus.assign`).
     """
     program_args = list(extra_args)
     if data is not None and not own_program(job.spec):
@@ -279,6 +282,8 @@ def worker_commands(
         # Every worker, one alone too, gets a TF_CONFIG as in a pod: programs that read it
         # (TensorFlow's tutorials: `json.loads(os.environ["TF_CONFIG"])`) run the same here.
         env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index)
+        if gpu_slices is not None:
+            env[CUDA_VISIBLE_DEVICES] = gpu_slices[index]
         env[contract.ENV_WORKER_INDEX] = str(index)
         commands.append((list(argv), env))
     return commands  # fmt: skip
@@ -486,8 +491,12 @@ def run_local(
     verbose: bool = False,
     console: Console | None = None,
     network: str = "private",
+    gpu_slices: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Run the group to success (returning the chief's result) or raise WorkersFailed.
+
+    `gpu_slices`: each worker's CUDA_VISIBLE_DEVICES, from `launcher.local.gpus.assign`
+    (None: CPU workers, the environment's CUDA_VISIBLE_DEVICES left as it is).
 
     `network` "private" runs the group in its own network namespace with only loopback
     (warning once where the system cannot), "host" on this machine's network.
@@ -518,7 +527,7 @@ def run_local(
             console.message(warning)
         while True:
             commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
-                                       data, extra_args, verbose)  # fmt: skip
+                                       data, extra_args, verbose, gpu_slices)  # fmt: skip
             with _log_files(paths, job.spec.workers, restarts + preemptions) as log_files:
                 group = _Group(commands, console, log_files,
                                job.spec.termination_grace_period_seconds, isolation)  # fmt: skip

@@ -332,15 +332,19 @@ def test_a_killed_worker_restarts_the_group_from_the_checkpoint(tmp_path, mnist_
 
 
 @pytest.mark.tf
-def test_a_configuration_error_is_not_retried(tmp_path, mnist_npz):
+def test_a_configuration_error_is_not_retried(tmp_path):
+    """A data file that exists (the launcher's check) but is no npz: the workers' own check
+    refuses it (exit 78), and the group is not restarted."""
+    data = tmp_path / "mnist.npz"
+    data.write_text("not an npz\n")
     run = subprocess.run(
-        _tflaunch("--workers", "2", "--gpus", "1", "--global-batch-size", "64",
-                  "--data", str(mnist_npz), "--workdir", str(tmp_path)),
+        _tflaunch("--workers", "2", "--global-batch-size", "64",
+                  "--data", str(data), "--workdir", str(tmp_path / "run")),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
     assert "(configuration error)" in run.stderr and "; not retried;" in run.stderr
-    assert "GPU" in run.stderr, "the failure must say why, not only that"
+    assert "is not a readable .npz file" in run.stderr, "the failure must say why, not only that"
     assert "restarting" not in run.stdout
     assert len(run.stderr.strip().splitlines()) == 1
 
