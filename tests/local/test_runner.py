@@ -17,6 +17,7 @@ import pytest
 from launcher.core import contract, progress
 from launcher.core.load import load_job
 from launcher.local import runner
+from launcher.local.isolation import Isolation
 from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
 
 from .conftest import LOCAL_RUN_EPOCHS, LOCAL_RUN_EVAL_BATCH, LocalRun, default_env
@@ -188,7 +189,7 @@ def test_the_same_program_error_on_every_worker_is_not_retried(codes, errors, si
 
 def test_the_final_line_of_a_program_error_says_it_once_and_why_not_retried(tmp_path):
     attempt = Attempt((1, 1), (NAME_ERROR, NAME_ERROR))
-    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path))
+    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path), Isolation())
     assert text.count("NameError") == 1 and text.count("not retried") == 1, text
     assert "gave up" not in text and "restarts" not in text
 
@@ -196,7 +197,7 @@ def test_the_final_line_of_a_program_error_says_it_once_and_why_not_retried(tmp_
 def test_the_final_line_of_a_configuration_error_says_not_retried_once(tmp_path):
     error = "no data at /data (the program exited 78)"
     attempt = Attempt((None, contract.EXIT_CONFIG_ERROR), (None, error))
-    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path))
+    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path), Isolation())
     assert text.startswith("worker 1 exited 78 (configuration error): no data at /data; ")
     assert text.count("configuration error") == 1 and text.count("not retried") == 1, text
     assert "exited 78)" not in text  # the program's 78 is the worker's 78: said once
