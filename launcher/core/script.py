@@ -231,6 +231,18 @@ def config_map_layout(program: Program) -> tuple[dict[str, str], list[dict[str, 
     return data, items
 
 
+def _python_trees(program: Program) -> Iterator[tuple[str, ast.Module]]:
+    """Each .py file of the program that parses, by relative path (`check_compiles` reports
+    the ones that do not)."""
+    for rel, text in all_files(program).items():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            yield rel, ast.parse(text, rel)
+        except (SyntaxError, ValueError):
+            continue
+
+
 def keras3_imports(program: Program) -> list[str]:
     """`file:line` of each standalone `import keras` / `from keras ...` in the program.
 
@@ -239,13 +251,7 @@ def keras3_imports(program: Program) -> list[str]:
     under tflaunch (TF_USE_LEGACY_KERAS=1), and so is `import tf_keras as keras`.
     """
     found = []
-    for rel, text in all_files(program).items():
-        if not rel.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(text, rel)
-        except (SyntaxError, ValueError):
-            continue
+    for rel, tree in _python_trees(program):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -299,19 +305,13 @@ def tf_config_assignments(program: Program) -> list[str]:
     inside an `if` whose test names TF_CONFIG (`if "TF_CONFIG" not in os.environ:`) only fills
     in a missing one, and is not reported.
     """
-    found = []
-    for rel, text in all_files(program).items():
-        if not rel.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(text, rel)
-        except (SyntaxError, ValueError):
-            continue
+    found: list[tuple[str, int]] = []
+    for rel, tree in _python_trees(program):
         guarded: set[int] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and _names_tf_config(node.test):
                 guarded.update(id(child) for child in ast.walk(node) if child is not node.test)
         for node in ast.walk(tree):
             if id(node) not in guarded and _sets_tf_config(node):
-                found.append(f"{rel}:{node.lineno}")  # type: ignore[attr-defined]
-    return sorted(set(found), key=lambda where: (where.split(":")[0], int(where.split(":")[1])))
+                found.append((rel, node.lineno))  # type: ignore[attr-defined]
+    return [f"{rel}:{line}" for rel, line in sorted(set(found))]  # one per line, in order
