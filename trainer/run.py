@@ -245,6 +245,9 @@ class ChildProgram:
                 (self.process.stderr, sys.stderr.buffer),
             )
         ]
+
+    def pass_output_on(self) -> None:
+        """Start passing the program's output through (until then it waits in the pipes)."""
         for pump in self._pumps:
             pump.start()
 
@@ -324,7 +327,10 @@ _running: list[ChildProgram] = []
 def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> ChildProgram:
     """The program; a SIGTERM or SIGINT from now on reaches it (`_on_signal`)."""
     program = ChildProgram(command, env, watchdog)
+    # Registered before any of its output is passed on: whoever saw it print may signal
+    # at once, and that signal is the program's, not one before it started.
     _running.append(program)
+    program.pass_output_on()
     return program
 
 

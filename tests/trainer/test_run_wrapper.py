@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -210,6 +211,27 @@ def test_sigterm_and_sigint_to_the_wrapper_reach_the_program(
     out, err = process.communicate(timeout=TIMEOUT)
     assert f"program got {sig.name}" in out
     assert process.returncode == expected, err
+
+
+def test_the_program_is_registered_for_signals_before_its_output_is_passed_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whoever saw the program print (the test above, a user at a terminal) may signal at
+    once; that signal must reach the program, not stop the wrapper as one before it."""
+    registered_at_pump_start: list[bool] = []
+
+    class RecordingThread(threading.Thread):
+        def start(self) -> None:
+            registered_at_pump_start.append(bool(run._running))
+            super().start()
+
+    watchdog = run.Watchdog(exit_fn=print)
+    monkeypatch.setattr(run.threading, "Thread", RecordingThread)
+    monkeypatch.setattr(run, "_running", [])
+    program = run.start([sys.executable, "-c", "pass"], _env(), watchdog)
+    assert program.finish() == 0
+    watchdog.stop()
+    assert registered_at_pump_start == [True, True]
 
 
 def test_a_program_that_ignores_sigterm_is_reported_by_its_signal() -> None:
