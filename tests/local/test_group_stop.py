@@ -26,6 +26,16 @@ def _group(tmp_path, *programs: str, grace: float) -> _Group:
     return _Group(commands, LineConsole(lambda _: None, verbose=False), logs, grace)
 
 
+def _ready(tmp_path, count: int, within: float = 120.0) -> None:
+    """Every worker printed "ready" (its SIGTERM handler is set): a fixed sleep is not
+    enough on a loaded machine, where Python alone may take seconds to start."""
+    deadline = time.monotonic() + within
+    logs = [tmp_path / f"w{i}.log" for i in range(count)]
+    while not all("ready" in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, "the workers never printed ready"
+        time.sleep(0.05)
+
+
 def _finishes(action, within: float = 120.0) -> bool:
     thread = threading.Thread(target=action, daemon=True)
     thread.start()
@@ -54,11 +64,12 @@ def test_a_stop_with_every_worker_saving_waits_for_them(tmp_path):
         "def save(*_):\n"
         f"    time.sleep(2); sys.exit({contract.EXIT_PREEMPTED})\n"
         "signal.signal(signal.SIGTERM, save)\n"
+        "print('ready', flush=True)\n"
         "time.sleep(3600)\n"
     )
     group = _group(tmp_path, saves, saves, grace=3600)
     try:
-        time.sleep(1)  # both have their handler
+        _ready(tmp_path, 2)
         assert _finishes(group.stop)
         assert [p.returncode for p in group.processes] == [contract.EXIT_PREEMPTED] * 2
     finally:
@@ -67,9 +78,10 @@ def test_a_stop_with_every_worker_saving_waits_for_them(tmp_path):
 
 
 def test_a_user_stop_kills_the_rest_once_one_worker_ended_without_saving(tmp_path):
-    group = _group(tmp_path, "import time; time.sleep(3600)", _SAVES_FOREVER, grace=3600)
+    group = _group(tmp_path, "import time; print('ready', flush=True); time.sleep(3600)",
+                   _SAVES_FOREVER, grace=3600)  # fmt: skip
     try:
-        time.sleep(1)
+        _ready(tmp_path, 2)
         assert _finishes(group.stop), "worker 0 died of SIGTERM: worker 1 can never save"
         assert group.processes[0].returncode < 0 and group.processes[1].returncode < 0
     finally:
@@ -86,7 +98,7 @@ def test_a_second_interrupt_while_the_workers_save_stops_them_at_once(tmp_path):
     rescued: list[bool] = []
     rescue = threading.Timer(120, lambda: [rescued.append(True), *map(_kill, group.processes)])
     try:
-        time.sleep(1)  # both have their handler
+        _ready(tmp_path, 2)
         rescue.start()
         threading.Timer(1.0, _thread.interrupt_main).start()
         try:
