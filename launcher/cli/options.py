@@ -105,7 +105,8 @@ def _program_stem(path: str) -> str:
 def script_warnings(job: MultiWorkerJob) -> list[str]:
     """One line for each mistake spec.script shows before anything starts: standalone keras
     (Keras 3, whose fit fails under MultiWorkerMirroredStrategy: said now, not as a
-    PerReplica traceback), and a TF_CONFIG the program sets itself."""
+    PerReplica traceback), a TF_CONFIG the program sets itself, and, with several workers,
+    no multi-worker strategy (each worker would train alone, and the job still succeed)."""
     if job.spec.script is None:
         return []
     warnings = []
@@ -122,6 +123,24 @@ def script_warnings(job: MultiWorkerJob) -> list[str]:
             f"tflaunch: warning: {', '.join(found)} sets TF_CONFIG, replacing the one tflaunch "
             "gives each worker (every worker would then claim the same index); remove it and "
             "read os.environ['TF_CONFIG'], or set it only `if 'TF_CONFIG' not in os.environ`"
+        )
+    workers = job.spec.workers
+    strategies = script.one_machine_strategies(job.spec.script) if workers > 1 else None
+    if strategies:
+        where = ", ".join(strategies)
+        warnings.append(
+            f"tflaunch: warning: the program creates only strategies of one machine ({where}):"
+            f" each of the {workers} workers would train its own copy of the model, never "
+            "synchronized; "
+            "create tf.distribute.MultiWorkerMirroredStrategy() instead (it reads the "
+            "TF_CONFIG each worker is given)"
+        )
+    elif strategies is not None:
+        warnings.append(
+            "tflaunch: warning: no file of the program creates "
+            f"tf.distribute.MultiWorkerMirroredStrategy: each of the {workers} workers would "
+            "train its own copy of the model, never synchronized (if a library it imports "
+            "creates the strategy, ignore this)"
         )
     return warnings
 

@@ -315,3 +315,60 @@ def tf_config_assignments(program: Program) -> list[str]:
             if id(node) not in guarded and _sets_tf_config(node):
                 found.append((rel, node.lineno))  # type: ignore[attr-defined]
     return [f"{rel}:{line}" for rel, line in sorted(set(found))]  # one per line, in order
+
+
+MULTI_WORKER_STRATEGIES = frozenset({"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"})
+"""The strategies that read TF_CONFIG and synchronize the workers."""
+ONE_MACHINE_STRATEGIES = frozenset(
+    {"MirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy"}
+)
+"""Strategies that span the devices of one machine only: under several workers each trains
+its own copy of the model."""
+
+
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _mentions_multi_worker_strategy(tree: ast.Module) -> bool:
+    """Any use of a multi-worker strategy's name: `tf.distribute.MultiWorkerMirroredStrategy`,
+    `from ... import MultiWorkerMirroredStrategy as MWMS`, or the name as a string
+    (`getattr(tf.distribute, "MultiWorkerMirroredStrategy")`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.alias):
+            name = node.name.rsplit(".", 1)[-1]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if any(strategy in node.value for strategy in MULTI_WORKER_STRATEGIES):
+                return True
+            continue
+        else:
+            continue
+        if name in MULTI_WORKER_STRATEGIES:
+            return True
+    return False
+
+
+def one_machine_strategies(program: Program) -> list[str] | None:
+    """What makes a program train each worker alone, when it runs on several: None when
+    some file of it uses a multi-worker strategy (all is well), else the `file:line Name` of
+    each one-machine strategy it creates (`tf.distribute.MirroredStrategy()`), [] for none.
+
+    A program that creates MultiWorkerMirroredStrategy only inside a library it imports
+    from outside the script looks like [] here: the caller's message says so.
+    """
+    trees = list(_python_trees(program))
+    if any(_mentions_multi_worker_strategy(tree) for _, tree in trees):
+        return None
+    found: set[tuple[str, int, str]] = set()
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _called_name(node) in ONE_MACHINE_STRATEGIES:
+                found.add((rel, node.lineno, str(_called_name(node))))
+    return [f"{rel}:{line} {name}" for rel, line, name in sorted(found)]

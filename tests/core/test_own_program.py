@@ -384,6 +384,77 @@ def test_a_program_that_sets_tf_config_is_warned_about_before_anything_is_sent(t
     code = run(["submit", "--script", str(path), "--dry-run=client"])
     out, err = capsys.readouterr()
     assert code == 0 and "rendered (client dry run)" in out
-    (line,) = [line for line in err.splitlines() if line.startswith("tflaunch: warning:")]
+    (line,) = [line for line in err.splitlines() if "sets TF_CONFIG" in line]
     assert line.startswith("tflaunch: warning: setup.py:2 sets TF_CONFIG"), err
     assert "if 'TF_CONFIG' not in os.environ" in line
+
+
+ONE_MACHINE = """\
+import tensorflow as tf
+from tensorflow.distribute import OneDeviceStrategy
+strategy = tf.distribute.MirroredStrategy()
+other = OneDeviceStrategy("/cpu:0")
+"""
+
+
+@pytest.mark.parametrize(
+    "uses_multi_worker",
+    [
+        "strategy = tf.distribute.MultiWorkerMirroredStrategy()",
+        "strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()",
+        "from tensorflow.distribute import MultiWorkerMirroredStrategy as MWMS",
+        'strategy = getattr(tf.distribute, "MultiWorkerMirroredStrategy")()',
+        "s = MirroredStrategy() if alone else tf.distribute.MultiWorkerMirroredStrategy()",
+    ],
+)
+def test_a_program_with_a_multi_worker_strategy_is_not_named(tmp_path, uses_multi_worker):
+    program = _program(tmp_path, f"import tensorflow as tf\n{uses_multi_worker}\n")
+    assert script.one_machine_strategies(program) is None
+
+
+def test_each_one_machine_strategy_a_program_creates_is_named_by_file_and_line(tmp_path):
+    assert script.one_machine_strategies(_program(tmp_path, ONE_MACHINE)) == [
+        "train.py:3 MirroredStrategy",
+        "train.py:4 OneDeviceStrategy",
+    ]
+    assert script.one_machine_strategies(_program(tmp_path, "print('no strategy')\n")) == []
+
+
+def test_a_strategy_in_a_neighbour_module_counts_for_the_program(tmp_path):
+    (tmp_path / "setup.py").write_text(
+        "import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+    )
+    assert script.one_machine_strategies(_program(tmp_path, "import setup\n")) is None
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (ONE_MACHINE, "tflaunch: warning: the program creates only strategies of one "
+                      "machine (train.py:3 MirroredStrategy, train.py:4 OneDeviceStrategy): "
+                      "each of the 3 workers would train its own copy of the model, never "
+                      "synchronized; create tf.distribute.MultiWorkerMirroredStrategy()"),
+        ("print('no strategy')\n", "tflaunch: warning: no file of the program creates "
+                                   "tf.distribute.MultiWorkerMirroredStrategy: each of the 3 "
+                                   "workers would train its own copy of the model"),
+    ],
+)  # fmt: skip
+def test_several_workers_without_a_multi_worker_strategy_are_warned_about(
+    tmp_path, capsys, source, expected
+):
+    """MirroredStrategy (what the single-machine tutorials use) ignores TF_CONFIG: every
+    worker trains alone, and the job succeeds. Said before anything is sent."""
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    code = run(["submit", "--script", str(path), "--workers", "3", "--dry-run=client"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "rendered (client dry run)" in out
+    (line,) = [line for line in err.splitlines() if line.startswith("tflaunch: warning:")]
+    assert line.startswith(expected), line
+
+
+def test_one_worker_needs_no_multi_worker_strategy(tmp_path, capsys):
+    path = tmp_path / "train.py"
+    path.write_text(ONE_MACHINE)
+    assert run(["submit", "--script", str(path), "--workers", "1", "--dry-run=client"]) == 0
+    assert "warning" not in capsys.readouterr().err
