@@ -106,7 +106,8 @@ def script_warnings(job: MultiWorkerJob) -> list[str]:
     """One line for each mistake spec.script shows before anything starts: standalone keras
     (Keras 3, whose fit fails under MultiWorkerMirroredStrategy: said now, not as a
     PerReplica traceback), a TF_CONFIG the program sets itself, and, with several workers,
-    no multi-worker strategy (each worker would train alone, and the job still succeed)."""
+    no multi-worker strategy or no `strategy.scope()` (each worker would train alone, and
+    the job still succeed)."""
     if job.spec.script is None:
         return []
     warnings = []
@@ -141,6 +142,13 @@ def script_warnings(job: MultiWorkerJob) -> list[str]:
             f"tf.distribute.MultiWorkerMirroredStrategy: each of the {workers} workers would "
             "train its own copy of the model, never synchronized (if a library it imports "
             "creates the strategy, ignore this)"
+        )
+    elif workers > 1 and script.never_enters_a_scope(job.spec.script):
+        warnings.append(
+            "tflaunch: warning: the program creates MultiWorkerMirroredStrategy but never enters "
+            f"strategy.scope(): a model built outside it is not mirrored, and each of the "
+            f"{workers} workers would train its own copy, never synchronized; build and "
+            "compile the model (and optimizer) under `with strategy.scope():`"
         )
     return warnings
 

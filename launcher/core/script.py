@@ -372,3 +372,22 @@ def one_machine_strategies(program: Program) -> list[str] | None:
             if isinstance(node, ast.Call) and _called_name(node) in ONE_MACHINE_STRATEGIES:
                 found.add((rel, node.lineno, str(_called_name(node))))
     return [f"{rel}:{line} {name}" for rel, line, name in sorted(found)]
+
+
+SCOPE_CALLS = frozenset({"scope", "experimental_set_strategy"})
+"""What puts variables under a strategy: `with strategy.scope():`, or the strategy set for
+the whole program (`tf.distribute.experimental_set_strategy`)."""
+
+
+def never_enters_a_scope(program: Program) -> bool:
+    """Whether the program creates a multi-worker strategy but no file of it ever calls
+    `.scope()`: a Keras model built outside the scope is not mirrored, `fit` then trains it
+    with the default strategy, and each worker trains its own copy, silently."""
+    trees = [tree for _, tree in _python_trees(program)]
+    if not any(_mentions_multi_worker_strategy(tree) for tree in trees):
+        return False
+    return not any(
+        isinstance(node, ast.Call) and _called_name(node) in SCOPE_CALLS
+        for tree in trees
+        for node in ast.walk(tree)
+    )

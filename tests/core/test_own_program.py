@@ -458,3 +458,46 @@ def test_one_worker_needs_no_multi_worker_strategy(tmp_path, capsys):
     path.write_text(ONE_MACHINE)
     assert run(["submit", "--script", str(path), "--workers", "1", "--dry-run=client"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+NO_SCOPE = """\
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+model.compile(loss="mse")
+"""
+
+
+@pytest.mark.parametrize(
+    "enters",
+    [
+        "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])",
+        "tf.distribute.experimental_set_strategy(strategy)",
+    ],
+)
+def test_a_program_that_enters_the_strategys_scope_is_not_named(tmp_path, enters):
+    header = "import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+    program = _program(tmp_path, f"{header}{enters}\n")
+    assert not script.never_enters_a_scope(program)
+
+
+def test_a_program_without_a_multi_worker_strategy_is_not_named_for_its_scope(tmp_path):
+    """That is the warning above: one line for one mistake."""
+    assert not script.never_enters_a_scope(_program(tmp_path, ONE_MACHINE))
+
+
+def test_a_model_built_outside_any_scope_is_warned_about_with_several_workers(tmp_path, capsys):
+    """Keras' fit then trains with the default strategy: every worker its own copy, and the
+    job succeeds (seen: the tutorial's program without its `with strategy.scope():` ended
+    with different weights on its 2 workers)."""
+    path = tmp_path / "train.py"
+    path.write_text(NO_SCOPE)
+    assert script.never_enters_a_scope(_program(tmp_path, NO_SCOPE))
+    assert run(["submit", "--script", str(path), "--workers", "2", "--dry-run=client"]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert line.startswith(
+        "tflaunch: warning: the program creates MultiWorkerMirroredStrategy but never enters "
+        "strategy.scope()"
+    ), line
+    assert run(["submit", "--script", str(path), "--workers", "1", "--dry-run=client"]) == 0
+    assert "warning" not in capsys.readouterr().err
