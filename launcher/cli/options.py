@@ -103,54 +103,14 @@ def _program_stem(path: str) -> str:
 
 
 def script_warnings(job: MultiWorkerJob) -> list[str]:
-    """One line for each mistake spec.script shows before anything starts: standalone keras
-    (Keras 3, whose fit fails under MultiWorkerMirroredStrategy: said now, not as a
-    PerReplica traceback), a TF_CONFIG the program sets itself, and, with several workers,
-    no multi-worker strategy or no `strategy.scope()` (each worker would train alone, and
-    the job still succeed)."""
+    """`script.warnings` as the CLI says them, before anything starts (the program still
+    runs)."""
     if job.spec.script is None:
         return []
-    warnings = []
-    found = script.keras3_imports(job.spec.script)
-    if found:
-        warnings.append(
-            f"tflaunch: warning: {', '.join(found)} imports keras, which is Keras 3: its fit "
-            "fails under MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica "
-            "error); use tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
-        )
-    found = script.tf_config_assignments(job.spec.script)
-    if found:
-        warnings.append(
-            f"tflaunch: warning: {', '.join(found)} sets TF_CONFIG, replacing the one tflaunch "
-            "gives each worker (every worker would then claim the same index); remove it and "
-            "read os.environ['TF_CONFIG'], or set it only `if 'TF_CONFIG' not in os.environ`"
-        )
-    workers = job.spec.workers
-    strategies = script.one_machine_strategies(job.spec.script) if workers > 1 else None
-    if strategies:
-        where = ", ".join(strategies)
-        warnings.append(
-            f"tflaunch: warning: the program creates only strategies of one machine ({where}):"
-            f" each of the {workers} workers would train its own copy of the model, never "
-            "synchronized; "
-            "create tf.distribute.MultiWorkerMirroredStrategy() instead (it reads the "
-            "TF_CONFIG each worker is given)"
-        )
-    elif strategies is not None:
-        warnings.append(
-            "tflaunch: warning: no file of the program creates "
-            f"tf.distribute.MultiWorkerMirroredStrategy: each of the {workers} workers would "
-            "train its own copy of the model, never synchronized (if a library it imports "
-            "creates the strategy, ignore this)"
-        )
-    elif workers > 1 and script.never_enters_a_scope(job.spec.script):
-        warnings.append(
-            "tflaunch: warning: the program creates MultiWorkerMirroredStrategy but never enters "
-            f"strategy.scope(): a model built outside it is not mirrored, and each of the "
-            f"{workers} workers would train its own copy, never synchronized; build and "
-            "compile the model (and optimizer) under `with strategy.scope():`"
-        )
-    return warnings
+    return [
+        f"tflaunch: warning: {warning}"
+        for warning in script.warnings(job.spec.script, job.spec.workers)
+    ]
 
 
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -391,3 +391,53 @@ def never_enters_a_scope(program: Program) -> bool:
         for tree in trees
         for node in ast.walk(tree)
     )
+
+
+def warnings(program: Program, workers: int) -> list[str]:
+    """The mistakes the program shows before it runs, one sentence each, said by the CLI
+    (`local`, `submit`) and as the operator's Warning events; the program still runs.
+
+    Standalone keras (Keras 3, whose fit fails under MultiWorkerMirroredStrategy: said now,
+    not as a PerReplica traceback), a TF_CONFIG the program sets itself, and, with several
+    workers, no multi-worker strategy or no `strategy.scope()`: each worker would train its
+    own copy, and the job still succeed.
+    """
+    found = []
+    imports = keras3_imports(program)
+    if imports:
+        found.append(
+            f"{', '.join(imports)} imports keras, which is Keras 3: its fit fails under "
+            "MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica error); use "
+            "tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
+        )
+    assignments = tf_config_assignments(program)
+    if assignments:
+        found.append(
+            f"{', '.join(assignments)} sets TF_CONFIG, replacing the one tflaunch gives each "
+            "worker (every worker would then claim the same index); remove it and read "
+            "os.environ['TF_CONFIG'], or set it only `if 'TF_CONFIG' not in os.environ`"
+        )
+    if workers <= 1:
+        return found
+    alone = (
+        f"each of the {workers} workers would train its own copy of the model, never synchronized"
+    )
+    strategies = one_machine_strategies(program)
+    if strategies:
+        found.append(
+            f"the program creates only strategies of one machine ({', '.join(strategies)}): "
+            f"{alone}; create tf.distribute.MultiWorkerMirroredStrategy() instead (it reads "
+            "the TF_CONFIG each worker is given)"
+        )
+    elif strategies is not None:
+        found.append(
+            "no file of the program creates tf.distribute.MultiWorkerMirroredStrategy: "
+            f"{alone} (if a library it imports creates the strategy, ignore this)"
+        )
+    elif never_enters_a_scope(program):
+        found.append(
+            "the program creates MultiWorkerMirroredStrategy but never enters "
+            f"strategy.scope(): a model built outside it is not mirrored, and {alone}; build "
+            "and compile the model (and optimizer) under `with strategy.scope():`"
+        )
+    return found

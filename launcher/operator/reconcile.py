@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.api.status import describe_preemptions
-from launcher.core import group_status, labels, load, reading
+from launcher.core import group_status, labels, load, reading, script
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
@@ -316,7 +316,22 @@ def _create(g: Group, restarted: bool) -> Plan:
     return Plan(
         status=None if status == g.old else status,
         create=create,
-        events=(event, *transition_events(g.old, status)),
+        events=(event, *_program_warnings(g, restarted), *transition_events(g.old, status)),
+    )
+
+
+PROGRAM_WARNING = "ProgramWarning"
+
+
+def _program_warnings(g: Group, restarted: bool) -> tuple[Event, ...]:
+    """What `tflaunch submit` says of a spec.script program before it starts (a model every
+    worker would train alone, standalone Keras, ...), said once, when the group is first
+    created: `kubectl apply` of a MultiWorkerJob shows it in `kubectl describe`."""
+    if restarted or g.job.spec.script is None:
+        return ()
+    return tuple(
+        Event("Warning", PROGRAM_WARNING, warning)
+        for warning in script.warnings(g.job.spec.script, g.workers)
     )
 
 

@@ -43,6 +43,34 @@ def test_a_new_job_creates_the_rendered_objects_owned_by_the_resource():
     assert _reasons(cluster) == ["Created"]
 
 
+def test_a_program_every_worker_would_train_alone_is_a_warning_event_once():
+    """What `tflaunch submit` says before it starts a spec.script program, `kubectl apply`
+    of the MultiWorkerJob gets as a Warning event (`kubectl describe`), at creation only."""
+    program = "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+    cluster = Cluster(resource({"script": {"name": "train.py", "source": program}}))
+    cluster.reconcile()
+    (warning,) = [e for e in cluster.events if e.type == "Warning"]
+    assert warning.reason == "ProgramWarning"
+    assert warning.message.startswith(
+        "the program creates only strategies of one machine (train.py:2 MirroredStrategy): "
+        "each of the 2 workers would train its own copy of the model"
+    ), warning.message
+    assert _reasons(cluster) == ["Created", "ProgramWarning"]
+    cluster.start_workers()
+    cluster.settle()
+    assert _reasons(cluster).count("ProgramWarning") == 1
+
+
+def test_a_program_with_a_multi_worker_strategy_gets_no_warning_event():
+    program = (
+        "import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "with strategy.scope():\n    model = tf.keras.Sequential()\n"
+    )
+    cluster = Cluster(resource({"script": {"name": "train.py", "source": program}}))
+    cluster.reconcile()
+    assert _reasons(cluster) == ["Created"]
+
+
 def test_the_children_are_the_cli_render_with_retries_left_to_the_operator():
     body = resource({"activeDeadlineSeconds": 3600})
     job = load.job_from_document(trimmed(body))
