@@ -270,3 +270,18 @@ def test_the_operator_stores_a_multiworkerjobs_script_in_a_config_map_it_owns(
         "python", "/opt/tflaunch/script/train.py", "--epochs", "1",
     ]  # fmt: skip
     eventually(_phase_is(cp, "own", namespace, "Running"), what="phase Running", timeout=90)
+    # The program creates no strategy: what `tflaunch submit` would warn of, `kubectl apply`
+    # gets as a Warning event on the resource.
+    (warning,) = eventually(
+        lambda: [
+            e
+            for e in cp.get("events", "-n", namespace)["items"]
+            if e["reason"] == "ProgramWarning" and e["involvedObject"]["name"] == "own"
+        ],
+        what="a ProgramWarning event on the MultiWorkerJob",
+    )
+    assert warning["type"] == "Warning"
+    assert warning["message"].startswith(
+        "no file of the program creates tf.distribute.MultiWorkerMirroredStrategy: each of "
+        "the 3 workers would train its own copy"
+    ), warning["message"]
