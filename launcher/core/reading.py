@@ -217,6 +217,81 @@ def failed_workers(pods: Iterable[Obj]) -> list[WorkerExit]:
     return sorted(exits, key=lambda e: (e.worker is None, e.worker or 0, e.pod))
 
 
+PEER_ERRORS = frozenset(
+    {"UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError",
+     "UnknownError", "InternalError", "FailedPreconditionError"}
+)  # fmt: skip
+"""TensorFlow's exceptions for a peer that died, froze or timed out: every survivor can
+report the same one, yet it is a fault of the group, which a restart may fix."""
+
+
+def peer_error(reason: str | None) -> str | None:
+    """The exception's name when a worker's last error is TensorFlow's word for a lost peer
+    (`UnavailableError: ... Collective ops is aborted by ...`), not the program's own."""
+    match = contract.EXCEPTION_LINE.match((reason or "").strip())
+    return match.group("name") if match and match.group("name") in PEER_ERRORS else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence:
+    """A worker that failed waiting for peers which had finished their programs (exit 0).
+
+    A finished peer ran every collective operation its program asked for, and each one
+    needs every worker; so the waiting worker asked for one more, which no peer would ever
+    join: the programs took different paths (most often a save or an evaluation only the
+    chief runs). Deterministic: a restart repeats it, after training again.
+    """
+
+    worker: int
+    error: str
+    """TensorFlow's exception, by name (`UnavailableError`)."""
+    finished: tuple[int, ...]
+
+    def describe(self) -> str:
+        peers = ", ".join(map(str, self.finished))
+        workers = "worker" if len(self.finished) == 1 else "workers"
+        return (
+            f"worker {self.worker} failed in a collective operation ({self.error}) after "
+            f"{workers} {peers} had finished the program (exit 0): the workers ran different "
+            "collectives, so they took different paths through the program (a model.save, "
+            "save_weights or evaluation only the chief runs, a step count that differs "
+            "between workers); under MultiWorkerMirroredStrategy every worker must run "
+            "them (each worker saves, the chief to its path, the others to a temporary one)"
+        )
+
+
+def divergence(
+    finished: Iterable[int], failed: Iterable[tuple[int, str | None]]
+) -> Divergence | None:
+    """The programs' divergence (`Divergence`), when a worker of `failed` (worker, its last
+    error) ended with a peer error while the workers of `finished` had exited 0."""
+    done = tuple(sorted(finished))
+    if not done:
+        return None
+    for worker, reason in sorted(failed, key=lambda f: f[0]):
+        error = peer_error(reason)
+        if error:
+            return Divergence(worker, error, done)
+    return None
+
+
+def pods_divergence(pods: Iterable[Obj]) -> Divergence | None:
+    """`divergence` read from the worker pods: exit 0 of the trainer container is a finished
+    worker, the termination message's last line a failed worker's last error."""
+    pods = list(pods)
+    finished = {
+        index
+        for pod in pods
+        if exit_code(pod) == contract.EXIT_OK and (index := pod_index(pod)) is not None
+    }
+    failed = [
+        (e.worker, e.message.strip().splitlines()[-1] if e.message.strip() else None)
+        for e in failed_workers(pods)
+        if e.worker is not None
+    ]
+    return divergence(finished, failed)
+
+
 # --- Preemptions ---------------------------------------------------------------------------
 #
 # A worker told to stop (SIGTERM: eviction, drain, preemption) saves and exits

@@ -393,14 +393,84 @@ def never_enters_a_scope(program: Program) -> bool:
     )
 
 
+SAVE_CALLS = frozenset({"save", "save_weights", "save_model"})
+"""`model.save`, `model.save_weights`, `tf.saved_model.save`, `tf.keras.models.save_model`
+(and a `Checkpoint`'s `save`)."""
+NOT_TENSORFLOW = frozenset({"np", "numpy", "pickle", "joblib", "torch", "plt", "json"})
+"""Receivers whose `save` writes a file and runs nothing collective (`np.save`)."""
+WORKER_INDEX_WORDS = ("index", "task_id", "rank", "worker_id")
+
+
+def _chief_branch(test: ast.expr) -> bool | None:
+    """Which branch of `if test:` only the chief runs: True the body (`if is_chief:`, `if
+    task_id == 0:`, `if task_type == "chief":`), False the else (`if not is_chief:`, `if
+    task_id != 0:`), None when the test is not about being the chief."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _chief_branch(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return True if any(_chief_branch(value) for value in test.values) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        names = ast.unparse(left).lower()
+        chief = isinstance(right, ast.Constant) and (
+            right.value == "chief"
+            or (right.value == 0 and any(word in names for word in WORKER_INDEX_WORDS))
+        )
+        if not chief:
+            return None
+        if isinstance(op, ast.Eq | ast.Is):
+            return True
+        return False if isinstance(op, ast.NotEq | ast.IsNot) else None
+    if isinstance(test, ast.Name | ast.Attribute | ast.Call):
+        return True if "chief" in ast.unparse(test).lower() else None
+    return None
+
+
+def _saves(nodes: list[ast.stmt]) -> Iterator[ast.Call]:
+    for statement in nodes:
+        for node in ast.walk(statement):
+            if not isinstance(node, ast.Call) or _called_name(node) not in SAVE_CALLS:
+                continue
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if isinstance(receiver, ast.Name) and receiver.id in NOT_TENSORFLOW:
+                continue
+            yield node
+
+
+def chief_only_saves(program: Program) -> list[str]:
+    """`file:line name` of each save only the chief makes (`if task_id == 0:
+    model.save(...)`), in a program that uses MultiWorkerMirroredStrategy.
+
+    Saving reads variables the workers keep in sync (a Keras model's metrics, sync-on-read
+    variables) with collective operations, which every worker must join: the chief waits
+    in them for peers that never come, and fails when they exit (measured with TensorFlow's
+    own tutorial program: `UnavailableError ... Collective ops is aborted`, TF 2.21).
+    """
+    if one_machine_strategies(program) is not None:
+        return []
+    found: set[tuple[str, int, str]] = set()
+    for rel, tree in _python_trees(program):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.If):
+                continue
+            branch = _chief_branch(node.test)
+            if branch is None:
+                continue
+            for call in _saves(node.body if branch else node.orelse):
+                found.add((rel, call.lineno, str(_called_name(call))))
+    return [f"{rel}:{line} {name}" for rel, line, name in sorted(found)]
+
+
 def warnings(program: Program, workers: int) -> list[str]:
     """The mistakes the program shows before it runs, one sentence each, said by the CLI
     (`local`, `submit`) and as the operator's Warning events; the program still runs.
 
     Standalone keras (Keras 3, whose fit fails under MultiWorkerMirroredStrategy: said now,
     not as a PerReplica traceback), a TF_CONFIG the program sets itself, and, with several
-    workers, no multi-worker strategy or no `strategy.scope()`: each worker would train its
-    own copy, and the job still succeed.
+    workers, no multi-worker strategy or no `strategy.scope()` (each worker would train its
+    own copy, and the job still succeed) or a save only the chief makes (it would fail
+    waiting for its peers).
     """
     found = []
     imports = keras3_imports(program)
@@ -439,5 +509,13 @@ def warnings(program: Program, workers: int) -> list[str]:
             "the program creates MultiWorkerMirroredStrategy but never enters "
             f"strategy.scope(): a model built outside it is not mirrored, and {alone}; build "
             "and compile the model (and optimizer) under `with strategy.scope():`"
+        )
+    saves = chief_only_saves(program)
+    if saves:
+        found.append(
+            f"only the chief saves ({', '.join(saves)}): under MultiWorkerMirroredStrategy "
+            "saving runs collective operations every worker must join, so the chief would "
+            "wait for peers that have finished; let every worker save, the chief to its "
+            "path and the others to a temporary directory"
         )
     return found

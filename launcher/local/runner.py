@@ -148,9 +148,20 @@ class Attempt:
             return None
         (reason,) = reasons
         match = contract.EXCEPTION_LINE.match(reason or "")
-        if match is None or match.group("name") in PEER_ERRORS:
+        if match is None or match.group("name") in reading.PEER_ERRORS:
             return None
         return reason
+
+    @property
+    def divergence(self) -> reading.Divergence | None:
+        """A worker that failed in a collective after its peers had finished the program:
+        the programs took different paths, which a restart repeats (`reading.Divergence`)."""
+        codes = self.exit_codes
+        return reading.divergence(
+            (i for i, code in enumerate(codes) if code == contract.EXIT_OK),
+            ((i, self._reason(i)) for i, code in enumerate(codes)
+             if code not in (contract.EXIT_OK, None) and not self._signal(i)),
+        )  # fmt: skip
 
     def describe(self) -> str:
         """The cause first, whatever order the exits arrived in (a signal, to the worker or
@@ -180,12 +191,6 @@ class Attempt:
         return _describe_exit(self.exit_codes[index])
 
 
-PEER_ERRORS = frozenset(
-    {"UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError",
-     "UnknownError", "InternalError", "FailedPreconditionError"}
-)  # fmt: skip
-"""TensorFlow's exceptions for a peer that died, froze or timed out: every survivor can
-report the same one, yet it is a fault of the group, which a restart may fix."""
 PROGRAM_SIGNAL = re.compile(r"\(the program was killed by (?P<signal>SIG[A-Z0-9]+)\)$")
 """The wrapper's ERROR record when the program died of a signal (`trainer.run`)."""
 PROGRAM_EXIT = re.compile(r" ?\(the program (?:exited (?P<code>-?\d+)|was killed by SIG\w+)\)$")
@@ -227,12 +232,13 @@ def _describe_exit(code: int | None) -> str:
 def next_step(attempt: Attempt, restarts_so_far: int, backoff_limit: int) -> str:
     """What the group does after an attempt: "done", "resume" (after a preemption: uses no
     retry), "restart" or "fail": the exit-code table's decision (`reading.group_outcome`,
-    the operator's too), with the same program error in every worker as a repeat."""
+    the operator's too), with the same program error in every worker, or a worker failing
+    in a collective after its peers finished (a divergence), as a repeat."""
     return reading.group_outcome(
         attempt.exit_codes,
         restarts=restarts_so_far,
         backoff_limit=backoff_limit,
-        repeats=attempt.same_program_error is not None,
+        repeats=attempt.same_program_error is not None or attempt.divergence is not None,
     )
 
 
@@ -584,6 +590,8 @@ def _failure(
         )
     elif attempt.config_error:
         text = f"{attempt.describe()}; not retried"
+    elif attempt.divergence:
+        text = f"{attempt.divergence.describe()}; not retried: a restart would repeat it"
     else:
         text = (
             f"{attempt.describe()}; gave up after {restarts} restart(s) "

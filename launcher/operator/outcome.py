@@ -1,10 +1,10 @@
 """Step 2 of a decision, decide restart: the outcome of a running group.
 
 The live Jobs and their pods say whether the group succeeded, failed for good (a
-configuration error, the deadline, the restart budget spent) or must restart as a whole
-(MultiWorkerMirroredStrategy cannot continue with a missing peer). Pure, like the rest of
-`launcher.operator.reconcile`, which calls `outcome()` and, when it cannot create the
-workers in time, `fail()`.
+configuration error, programs that diverged, the deadline, the restart budget spent) or must
+restart as a whole (MultiWorkerMirroredStrategy cannot continue with a missing peer).
+Pure, like the rest of `launcher.operator.reconcile`, which calls `outcome()` and, when it
+cannot create the workers in time, `fail()`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from launcher.core.reading import (
     group_outcome,
     job_complete,
     job_failed,
+    pods_divergence,
     terminated,
 )
 from launcher.core.timestamps import format_time
@@ -48,6 +49,10 @@ def outcome(g: Group) -> Plan | None:
             "DeadlineExceeded",
             "the job ran longer than spec.activeDeadlineSeconds "
             f"({g.job.spec.active_deadline_seconds}s)",
+        )
+    if failures and (diverged := pods_divergence(g.pods)):
+        return fail(
+            g, "ProgramsDiverged", f"{diverged.describe()}; not retried: a restart would repeat it"
         )
     if failures:
         what = exits[0].describe() if exits else _job_message(failures)

@@ -501,3 +501,62 @@ def test_a_model_built_outside_any_scope_is_warned_about_with_several_workers(tm
     ), line
     assert run(["submit", "--script", str(path), "--workers", "1", "--dry-run=client"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+CHIEF_SAVES = """\
+import json, os
+import numpy as np
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+task_type, task_id = task["type"], task["index"]
+if task_id == 0:
+    model.save("/model/model.keras")
+    np.save("/model/stats.npy", [1])
+if task["index"] != 0:
+    pass
+else:
+    model.save_weights("/model/w.weights.h5")
+if not is_chief(task_type, task_id):
+    print("a worker")
+else:
+    tf.saved_model.save(model, "/model/saved")
+if task_type == "chief" and os.environ.get("SAVE"):
+    checkpoint.save("/model/ckpt")
+if task_id == 1:
+    model.save("/tmp/not-the-chief.keras")
+"""
+
+
+def test_each_save_only_the_chief_makes_is_named_by_file_and_line(tmp_path):
+    """Measured with the tutorial's program (TF 2.21): `if task_id == 0: model.save(...)`
+    fails the chief in a collective (UnavailableError) once the other workers finished."""
+    assert script.chief_only_saves(_program(tmp_path, CHIEF_SAVES)) == [
+        "train.py:10 save", "train.py:15 save_weights", "train.py:19 save", "train.py:21 save",
+    ]  # fmt: skip
+
+
+def test_a_save_every_worker_makes_is_not_named(tmp_path):
+    """The tutorial's way: every worker saves, the chief to its path, the others elsewhere."""
+    every_worker = (
+        "import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "with strategy.scope():\n    model = tf.keras.Sequential()\n"
+        "path = '/model' if is_chief else '/tmp/x'\nmodel.save(path)\n"
+    )
+    assert script.chief_only_saves(_program(tmp_path, every_worker)) == []
+    assert script.chief_only_saves(_program(tmp_path, "if is_chief:\n    model.save('x')\n")) == []
+
+
+def test_a_chief_only_save_is_warned_about_by_submit_with_several_workers(tmp_path, capsys):
+    path = tmp_path / "train.py"
+    path.write_text(CHIEF_SAVES)
+    assert run(["submit", "--script", str(path), "--workers", "2", "--dry-run=client"]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert line.startswith(
+        "tflaunch: warning: only the chief saves (train.py:10 save, train.py:15 save_weights, "
+    ), line
+    assert "let every worker save" in line
+    assert run(["submit", "--script", str(path), "--workers", "1", "--dry-run=client"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -203,6 +203,46 @@ def test_the_final_line_of_a_configuration_error_says_not_retried_once(tmp_path)
     assert "exited 78)" not in text  # the program's 78 is the worker's 78: said once
 
 
+COLLECTIVE_ABORTED = (
+    "UnavailableError: {{function_node __wrapped__CollectiveReduceV2_Nordering_token_1_device_"
+    "/job:worker/replica:0/task:0/device:CPU:0}} Collective ops is aborted by: Error reported "
+    "from /job:worker/task:1: The following tasks are unhealthy (stopped sending heartbeats): "
+    "(the program exited 1)"
+)  # what worker 0 of a program that saves only on the chief says (TF 2.21, tf-keras)
+
+
+@pytest.mark.parametrize(
+    ("codes", "errors", "signals", "expected"),
+    [
+        ((1, 0), (COLLECTIVE_ABORTED, None), (None, None), "fail"),  # its peer had finished
+        ((1, 0, 0), (COLLECTIVE_ABORTED, None, None), (None,) * 3, "fail"),
+        ((1, 1), (COLLECTIVE_ABORTED, DEADLINE), (None, None), "restart"),  # nobody finished
+        ((1, None), (COLLECTIVE_ABORTED, None), (None, None), "restart"),  # stopped, not done
+        ((1, 0), (NAME_ERROR, None), (None, None), "restart"),  # its own error, not a peer's
+        ((1, 0), (COLLECTIVE_ABORTED, None), ("SIGKILL", None), "restart"),  # killed
+        ((-9, 0), (None, None), (None, None), "restart"),
+    ],
+)  # fmt: skip
+def test_a_worker_failing_in_a_collective_after_its_peers_finished_is_not_retried(
+    codes, errors, signals, expected
+):
+    """A finished peer ran every collective it would ever run: the worker still in one ran a
+    path the others did not (a save only the chief makes), and every restart repeats it."""
+    assert next_step(Attempt(codes, errors, (), signals), 0, backoff_limit=3) == expected
+
+
+def test_the_final_line_of_a_divergence_names_the_workers_and_the_fix(tmp_path):
+    attempt = Attempt((1, 0), (COLLECTIVE_ABORTED, None))
+    text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path), Isolation())
+    assert text.startswith(
+        "worker 0 failed in a collective operation (UnavailableError) after worker 1 had "
+        "finished the program (exit 0): the workers ran different collectives"
+    ), text
+    assert "every worker must run them (each worker saves" in text
+    assert text.count("not retried") == 1 and "gave up" not in text, text
+    assert "{{function_node" not in text  # the worker's log has TensorFlow's words
+
+
 def test_a_restart_resumes_only_from_a_checkpoint_that_exists(tmp_path):
     paths = LocalPaths(tmp_path)
     paths.checkpoint_dir.mkdir()

@@ -172,6 +172,20 @@ class Cluster:
                             "message": "Job has reached the specified backoff limit"}],
         }  # fmt: skip
 
+    def finish_worker(self, index: int) -> None:
+        """Worker `index` alone exits 0 (its program ended; the others still run)."""
+        pod = next(p for p in self.pods.values() if _index(p) == index)
+        pod["status"] = {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "trainer", "state": {"terminated": {
+                "exitCode": 0, "reason": "Completed", "message": ""}}}],
+        }  # fmt: skip
+        job = next(j for j in self.jobs.values() if j["metadata"]["uid"] == _owner_uid(pod))
+        if _count(job) == 1:
+            job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+        else:
+            job["status"] = {**job.get("status", {}), "succeeded": 1, "active": _count(job) - 1}
+
     def complete(self, termination_message: str = "") -> None:
         """Every worker exits 0; the chief may leave its result in its termination message."""
         for pod in self.pods.values():

@@ -232,3 +232,20 @@ def test_every_exit_code_means_the_same_to_the_job_the_operator_and_local_mode()
             disagreements.append((code, kubernetes, local, operator))
     assert disagreements == []
     assert KUBERNETES[_job_controller(job, contract.EXIT_CONFIG_ERROR)] == "fail"
+
+
+def test_a_worker_failing_in_a_collective_after_its_peer_finished_is_one_failure_for_both():
+    """The operator and local mode read the same divergence, and say it in the same words."""
+    error = (
+        "UnavailableError: Collective ops is aborted by: Error reported from "
+        "/job:worker/task:1 (the program exited 1)"
+    )
+    attempt = Attempt((1, 0), (error, None))
+    cluster = _running()
+    cluster.finish_worker(1)
+    cluster.fail_worker(0, exit_code=1, message=error)
+    cluster.reconcile()
+    assert next_step(attempt, 0, backoff_limit=3) == "fail"
+    assert cluster.status.phase == "Failed"
+    assert attempt.divergence is not None
+    assert cluster.status.message.startswith(attempt.divergence.describe())

@@ -237,6 +237,48 @@ def test_a_config_error_fails_at_once_without_a_restart():
     assert cluster.events[-1].type == "Warning"
 
 
+COLLECTIVE_ABORTED = (
+    "UnavailableError: {{function_node __wrapped__CollectiveReduceV2}} Collective ops is "
+    "aborted by: Error reported from /job:worker/task:1: The following tasks are unhealthy "
+    "(stopped sending heartbeats): (the program exited 1)"
+)
+
+
+@pytest.mark.parametrize("layout", ["indexed", "per-worker"])
+def test_a_worker_failing_in_a_collective_after_its_peer_finished_fails_without_a_restart(
+    layout,
+):
+    """The programs diverged (a save only the chief makes): a restart would train again to
+    fail the same way, so the group fails at once, as `tflaunch local` does."""
+    cluster = Cluster(resource({"layout": layout}))
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.finish_worker(1)
+    cluster.reconcile()
+    cluster.fail_worker(0, exit_code=1, message=f"training...\n{COLLECTIVE_ABORTED}")
+    plan = cluster.reconcile()
+    assert not plan.create
+    assert cluster.status.phase == "Failed"
+    assert cluster.status.reason == "ProgramsDiverged"
+    assert cluster.status.restarts == 0
+    assert cluster.status.message.startswith(
+        "worker 0 failed in a collective operation (UnavailableError) after worker 1 had "
+        "finished the program (exit 0)"
+    ), cluster.status.message
+    assert cluster.status.message.endswith("; not retried: a restart would repeat it")
+
+
+def test_a_collective_error_with_no_finished_peer_is_still_restarted():
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.fail_worker(0, exit_code=1, message=COLLECTIVE_ABORTED)
+    cluster.reconcile()
+    assert cluster.status.phase == "Restarting"
+
+
 def test_a_config_error_in_one_per_worker_job_stops_the_others():
     cluster = Cluster(resource({"layout": "per-worker"}))
     cluster.settle()
