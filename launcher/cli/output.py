@@ -210,6 +210,8 @@ def status_text(summary: status.JobStatus, now: datetime.datetime, wide: bool = 
         lines.insert(1, summary.preemptions.words())
     if summary.condition:
         lines.append(f"condition: {summary.condition}")
+    if summary.divergence and summary.operator is None:  # the operator's message says it
+        lines.append(f"diverged: {summary.divergence.describe()}")
     if wide and summary.jobs:
         lines.append(f"jobs: {', '.join(summary.jobs)}")
     return "\n".join(lines)

@@ -72,6 +72,9 @@ class JobStatus:
     job (set by the CLI, which reads the resource; `launcher.cli.operator_jobs`)."""
     backoff_limit: int | None = None
     """Its MultiWorkerJob's spec.backoffLimit, when the operator runs the job."""
+    divergence: reading.Divergence | None = None
+    """A worker that failed in a collective after its peers finished the program (the
+    programs diverged: `reading.Divergence`), read from every pod of the job."""
 
     @property
     def preemptions(self) -> preemptions_lib.Preemptions:
@@ -120,6 +123,7 @@ def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj
         jobs=tuple(sorted(reading.name(j) for j in jobs)),
         labels=common_labels(jobs),
         status=group,
+        divergence=reading.pods_divergence(pods),
     )
 
 
@@ -361,4 +365,5 @@ def failure_message(status: JobStatus) -> str:
     also = f" ({others} other worker{'s' if others != 1 else ''} failed too)" if others > 0 else ""
     condition = status.condition or "Failed"
     text = f"job {status.name} failed: {condition}"
-    return f"{text}; {culprits}{also}" if culprits else text
+    text = f"{text}; {culprits}{also}" if culprits else text
+    return f"{text}; {status.divergence.describe()}" if status.divergence else text

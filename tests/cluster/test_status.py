@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from launcher.cli import output
 from launcher.cluster import status
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
@@ -72,6 +74,30 @@ def test_exit_code_78_is_a_config_error_and_fails_the_job_by_pod_failure_policy(
         f"job mnist failed: Failed: PodFailurePolicy: {message}; "
         "worker 1 (pod mnist-worker-1-a0) failed: config error (exit 78)"
     )
+
+
+def test_a_worker_failing_in_a_collective_after_its_peer_finished_is_read_as_divergence():
+    """The reading `tflaunch local` and the operator make (`reading.Divergence`), from every
+    pod of the job: here the Job replaced worker 0, whose new pod found no peer (exit 75)."""
+    job = with_condition(indexed_job(), "Failed", "BackoffLimitExceeded", "backoff limit")
+    first = pod_for(job, 0, phase="Failed", exit_code=1, age=120)
+    first["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+        "UnavailableError: Collective ops is aborted by: Error reported from "
+        "/job:worker/task:1 (the program exited 1)"
+    )
+    pods = [first, pod_for(job, 0, attempt=1, phase="Failed", exit_code=75),
+            pod_for(job, 1, phase="Succeeded")]  # fmt: skip
+
+    message = status.failure_message(summary([job], pods))
+
+    assert (
+        "; worker 0 failed in a collective operation (UnavailableError) after worker 1 had "
+        "finished the program (exit 0): the workers ran different collectives"
+    ) in message, message
+    shown = output.status_text(summary([job], pods), datetime.datetime.now(datetime.UTC))
+    assert shown.splitlines()[-1].startswith("diverged: worker 0 failed in a collective"), shown
+    healthy = summary([job], [pod_for(job, 0, phase="Failed", exit_code=1), pods[2]])
+    assert healthy.divergence is None  # its own error, no peer's
 
 
 def test_an_oom_killed_worker_says_so_with_the_fix() -> None:
