@@ -116,6 +116,31 @@ def test_a_killed_program_restarts_the_group_and_resumes_from_its_backup(tmp_pat
     assert set(hashes) == {0, 1} and hashes[0] == hashes[1]
 
 
+@pytest.mark.tf
+def test_a_save_only_the_chief_makes_is_warned_about_then_failed_once_not_retried(
+    tmp_path: Path,
+) -> None:
+    """Real TensorFlow: worker 1 finishes, the chief fails in the save's collectives
+    (UnavailableError); every restart would train again to fail the same way."""
+    run = subprocess.run(
+        _tflaunch("--script", str(ROOT / "tests" / "data" / "chief_only_save.py"),
+                  "--workdir", str(tmp_path), "--set", "spec.backoffLimit=3"),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 3, run.stdout[-3000:] + run.stderr[-3000:]
+    warning, error = run.stderr.strip().splitlines()
+    assert warning.startswith("tflaunch: warning: only the chief saves (chief_only_save.py:"), (
+        warning
+    )
+    assert error.startswith(
+        "tflaunch: error: worker 0 failed in a collective operation (UnavailableError) after "
+        "worker 1 had finished the program (exit 0)"
+    ), error
+    assert "not retried" in error
+    assert "restarting" not in run.stdout, run.stdout[-3000:]
+    assert "[worker 1] worker 1 finished" in run.stdout
+
+
 KERAS_WITH_PROGRESS = """\
 import numpy as np
 import tensorflow as tf

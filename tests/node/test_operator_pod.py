@@ -192,6 +192,41 @@ def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
     assert status_json["status"]["operator"]["restarts"] == 1, status_json
 
 
+@pytest.mark.timeout(1200)
+def test_a_save_only_the_chief_makes_fails_the_multiworkerjob_once_without_a_restart(
+    real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    """A program of the user's own (`spec.script`) in real containers: worker 1 finishes, the
+    chief fails in its save's collectives (TensorFlow's UnavailableError, carried by the
+    wrapper's termination message through the kubelet), and the operator's pod reads the
+    programs' divergence: Failed, reason ProgramsDiverged, no restart; the warning it gave
+    at creation is an event."""
+    cp = real_node
+    source = (ROOT / "tests" / "data" / "chief_only_save.py").read_text()
+    document = multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image)
+    document["spec"].pop("trainer")
+    document["spec"]["script"] = {"name": "train.py", "source": source}
+    cp.apply(document)
+
+    def failed() -> dict[str, Any] | None:
+        status: dict[str, Any] = cp.get("mwj", "mnist", "-n", namespace).get("status") or {}
+        return status if status.get("phase") == "Failed" else None
+
+    status = eventually(failed, timeout=600, interval=2, what="the MultiWorkerJob Failed")
+    assert status["reason"] == "ProgramsDiverged", (status, operator_log(cp, release))
+    assert status.get("restarts", 0) == 0, status
+    assert status["message"].startswith(
+        "worker 0 failed in a collective operation (UnavailableError) after worker 1 had "
+        "finished the program (exit 0)"
+    ), status["message"]
+    events = cp.get("events", "-n", namespace)["items"]
+    warnings = [e["message"] for e in events if e["reason"] == "ProgramWarning"]
+    assert [w.split(":")[0] for w in warnings] == ["only the chief saves (train.py"], warnings
+    waited = cp.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "60s")
+    assert waited.code == 3, waited.out + waited.err
+    assert "ProgramsDiverged" in waited.err or "failed in a collective" in waited.err, waited.err
+
+
 def leader(cp: ControlPlane, system: str) -> str:
     holder: str = cp.get("lease", OPERATOR, "-n", system)["spec"].get("holderIdentity") or ""
     return holder
