@@ -147,8 +147,7 @@ class Attempt:
         if len(reasons) != 1:
             return None
         (reason,) = reasons
-        match = contract.EXCEPTION_LINE.match(reason or "")
-        if match is None or match.group("name") in reading.PEER_ERRORS:
+        if contract.EXCEPTION_LINE.match(reason or "") is None or reading.peer_error(reason):
             return None
         return reason
 
