@@ -95,6 +95,25 @@ comes after them."""
 """The chief prints its result as one line `TFLAUNCH_RESULT {json}`, so `tflaunch logs`,
 `wait` and `make kind-test` can find it in the pod logs."""
 
+_LOG_LINE_TAG = re.compile(
+    r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) )?(?:\[worker \d+\] )?"
+)
+"""What a log reader puts before a line: `kubectl logs --timestamps`' RFC 3339 time, then
+`tflaunch logs`' `[worker i] ` tag. Nothing else may stand before a marker."""
+
+
+def after_marker(line: str, marker: str) -> str | None:
+    """The rest of `line` when it is a marker line (`TFLAUNCH_RESULT `, `TFLAUNCH_PROGRESS `),
+    else None. A marker counts only at the start of the line (after a log reader's tag), so
+    a program that logs untrusted text (`print(f"got {request}")`) cannot forge the job's
+    result or progress by carrying a marker in the middle of a line."""
+    tag = _LOG_LINE_TAG.match(line)
+    start = tag.end() if tag else 0
+    if not line.startswith(marker, start):
+        return None
+    return line[start + len(marker) :]
+
+
 TRAINER_UID = 10001
 """The trainer image's non-root user; pods run as it (runAsUser/runAsGroup/fsGroup)."""
 

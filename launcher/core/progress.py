@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from launcher.core import untrusted
+from launcher.core import contract, untrusted
 
 PROGRESS_LINE_PREFIX = "TFLAUNCH_PROGRESS "
 """The chief prints `TFLAUNCH_PROGRESS {"epoch": 2, "epochs": 5, ...}` on stdout."""
@@ -81,11 +81,11 @@ def _rounded(value: float | None, digits: int) -> float | None:
 def parse_line(line: str) -> Progress | None:
     """The progress in one log line, else None (any other line, or a malformed one).
 
-    Tolerates what a log collector adds in front of the line (a `[worker 0] ` prefix, a
-    timestamp), since `kubectl logs --timestamps` and `tflaunch logs` prefix lines.
+    The marker counts at the start of the line only, after what `kubectl logs --timestamps`
+    or `tflaunch logs` put there (`contract.after_marker`): glued mid-line it is not progress.
     """
-    head, found, tail = line.partition(PROGRESS_LINE_PREFIX)
-    if not found or (head and not head.endswith(" ")):
+    tail = contract.after_marker(line, PROGRESS_LINE_PREFIX)
+    if tail is None:
         return None
     return from_document(untrusted.json_object(tail))
 

@@ -33,12 +33,13 @@ def annotation_of(obj: Mapping[str, Any], key: str) -> str | None:
 
 
 def parse_result(text: str | None) -> dict[str, Any] | None:
-    """The chief's result from its last `TFLAUNCH_RESULT {json}` line, if there is one."""
+    """The chief's result from its last `TFLAUNCH_RESULT {json}` line, if there is one: a
+    line that starts with the marker (`contract.after_marker`), not one carrying it mid-line."""
     for line in reversed((text or "").splitlines()):
-        at = line.find(contract.RESULT_LINE_PREFIX)
-        if at < 0:
+        rest = contract.after_marker(line, contract.RESULT_LINE_PREFIX)
+        if rest is None:
             continue
-        value = untrusted.json_object(line[at + len(contract.RESULT_LINE_PREFIX) :])
+        value = untrusted.json_object(rest)
         if value is not None:
             return value
     return None
