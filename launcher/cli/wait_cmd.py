@@ -206,6 +206,7 @@ def wait_for_job(
     restarts: dict[int, int] = {}
     announced_preemptions = 0
     seen = False
+    ended_before = False
     missing = _MissingPods(cluster, namespace, pending_warning)
     resource: dict[str, Any] | None = None
     training: job_progress.Seen | None = None
@@ -221,8 +222,10 @@ def wait_for_job(
                 if seen:
                     raise JobFailed(f"job {name} was deleted while waiting for it")
                 raise not_found(name, namespace)
-            seen = True
             summary = status.summarize(name, namespace, objects.jobs, objects.pods)
+            if not seen:  # finished before this wait began: its own duration, not the wait's
+                ended_before = summary.finished
+            seen = True
             for w in summary.workers:  # restarts: replacements after failures, not preemptions
                 failures = w.restarts
                 if failures > restarts.get(w.index, 0):
@@ -254,7 +257,9 @@ def wait_for_job(
             if summary.state == "Succeeded":
                 preempted_text = summary.preemptions.words()
                 also = f" ({preempted_text})" if preempted_text else ""
-                progress.say(f"job {name} succeeded in {status.duration(elapsed)}{also}")
+                ran = status.ran_for(summary) if ended_before else None
+                took = status.duration(elapsed if ran is None else ran)
+                progress.say(f"job {name} succeeded in {took}{also}")
                 report(summary)
                 return ExitStatus.SUCCESS
             if summary.state == "Failed":

@@ -306,6 +306,16 @@ def age(since: datetime.datetime | None, now: datetime.datetime) -> str:
     return duration(seconds)
 
 
+def ran_for(status: JobStatus) -> float | None:
+    """How long the job ran, from its first worker's start to its end (the group Status'
+    startTime and completionTime); None while either is unknown."""
+    started = parse_time(status.status.start_time)
+    ended = parse_time(status.status.completion_time)
+    if started is None or ended is None:
+        return None
+    return max(0.0, (ended - started).total_seconds())
+
+
 def duration(seconds: float) -> str:
     seconds = int(seconds)
     if seconds < 60:

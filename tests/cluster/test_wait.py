@@ -69,6 +69,21 @@ def test_waiting_ends_with_0_when_the_job_completes(
     assert result.err.splitlines()[-1].startswith("job mnist succeeded in ")
 
 
+def test_waiting_on_a_job_that_already_succeeded_says_how_long_the_job_ran(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any]
+) -> None:
+    fake.put(pod_for(running, 0, phase="Succeeded", exit_code=0))
+    fake.put(pod_for(running, 1, phase="Succeeded", exit_code=0))
+    done = with_condition(running, "Complete")
+    done["status"].update(startTime="2030-01-01T00:00:00Z", completionTime="2030-01-01T00:00:34Z")
+    fake.put(done)
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == ExitStatus.SUCCESS
+    assert result.err.splitlines()[-1] == "job mnist succeeded in 34s"
+
+
 def test_waiting_rides_out_429_and_503_from_the_api_server(
     tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
 ) -> None:
