@@ -38,6 +38,7 @@ from launcher.api.spec import MultiWorkerJob
 from launcher.core import contract, reading, script, tfconfig, workload
 from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.program import own_program
+from launcher.local import workdir_lock
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
 from launcher.local.gpus import CUDA_VISIBLE_DEVICES
@@ -512,21 +513,33 @@ def run_local(
     """
     console = console or LineConsole(write, verbose)
     paths = LocalPaths(workdir.resolve())
+    lock = contextlib.ExitStack()  # held before anything in the workdir is written
     try:
+        paths.workdir.mkdir(parents=True, exist_ok=True)
+        lock.enter_context(workdir_lock.held(paths.workdir))
         for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
             directory.mkdir(parents=True, exist_ok=True)
         _write_script(job, paths)
     except OSError as error:  # read-only, full, /proc: before any worker starts
+        lock.close()
         raise SpecError(
             "--workdir",
             f"cannot write {error.filename or paths.workdir}: {error.strerror or error}; "
             "choose a writable directory with free space",
         ) from None
-    if any(paths.checkpoint_dir.iterdir()):
-        console.message(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
+    except BaseException:
+        lock.close()
+        raise
     restarts = 0
     preemptions = 0
-    with _sigterm_as_exception(), contextlib.closing(console), isolated(network) as isolation:
+    with (
+        lock,
+        _sigterm_as_exception(),
+        contextlib.closing(console),
+        isolated(network) as isolation,
+    ):
+        if any(paths.checkpoint_dir.iterdir()):
+            console.message(f"tflaunch: resuming from the checkpoint in {paths.checkpoint_dir}")
         warning = network_warning(isolation)
         if warning:
             console.message(warning)
