@@ -9,6 +9,7 @@ goes away meanwhile is waited out (`launcher.cluster.retry`), bounded by --timeo
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import shutil
 import sys
@@ -23,7 +24,15 @@ from launcher.cli.completion import job_name_argument
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import stalls, status
-from launcher.core.errors import ClusterError, ExitStatus, JobFailed, NotFound, WaitTimeout
+from launcher.core import never_starts
+from launcher.core.errors import (
+    ClusterError,
+    ExitStatus,
+    JobFailed,
+    NeverStarts,
+    NotFound,
+    WaitTimeout,
+)
 from launcher.core.progress import fit
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -83,6 +92,9 @@ def wait_command(
     kube_context: str | None,
 ) -> int:
     """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
+
+    A worker that will never start (its image absent or invalid, a Secret or ConfigMap it
+    needs missing) ends the wait after 30 s of that with exit 5, naming it and the fix.
 
     With -o, the job's final status is printed on stdout as `status -o` prints it (also when
     it failed or the wait timed out; the exit code still says which).
@@ -182,6 +194,47 @@ class _MissingPods:
             return []
 
 
+@dataclasses.dataclass(frozen=True)
+class _Blocked:
+    new: list[str]
+    """Dead ends seen for the first time (a warning each)."""
+    expired: list[str]
+    """Dead ends that lasted `never_starts.GRACE_SECONDS`: the wait ends."""
+    workers: set[int]
+
+
+class _DeadEnds:
+    """Workers that will never start (`never_starts`), and since when each has been so."""
+
+    def __init__(self) -> None:
+        self.since: dict[tuple[int, str | None], float] = {}
+        self.said: dict[tuple[int, str | None], str] = {}
+
+    def update(self, summary: status.JobStatus) -> _Blocked:
+        clock = time.monotonic()
+        current = {
+            (w.index, w.pod): never_starts.sentence(w.index, end, message)
+            for w, end, message in stalls.dead_ends(summary)
+        }
+        backing_off = {  # between two failed pulls the kubelet says only "back-off"
+            (w.index, w.pod)
+            for w in summary.workers
+            if (w.reason or "").startswith(("ImagePullBackOff", "ErrImagePull"))
+        }
+        for gone in set(self.since) - set(current) - backing_off:
+            del self.since[gone], self.said[gone]
+        new = [line for key, line in current.items() if key not in self.since]
+        for key, line in current.items():
+            self.since.setdefault(key, clock)
+            self.said[key] = line
+        expired = [
+            self.said[key]
+            for key, since in self.since.items()
+            if clock - since >= never_starts.GRACE_SECONDS
+        ]
+        return _Blocked(new, expired, {key[0] for key in self.since})
+
+
 def wait_for_job(
     cluster: Cluster,
     name: str,
@@ -208,6 +261,7 @@ def wait_for_job(
     seen = False
     ended_before = False
     missing = _MissingPods(cluster, namespace, pending_warning)
+    dead_ends = _DeadEnds()
     resource: dict[str, Any] | None = None
     training: job_progress.Seen | None = None
     read_at = -job_progress.REFRESH_SECONDS
@@ -237,10 +291,22 @@ def wait_for_job(
             if summary.preemptions.count > announced_preemptions:
                 announced_preemptions = summary.preemptions.count
                 progress.say(f"{name}: {summary.preemptions.words()}; the Job replaces the pods")
+            blocked = dead_ends.update(summary)
+            for line in blocked.new:
+                progress.say(f"warning: {line}; the wait ends unless it starts within "
+                             f"{status.duration(never_starts.GRACE_SECONDS)}")  # fmt: skip
+            if blocked.expired:
+                progress.clear()
+                report(summary)
+                raise NeverStarts(
+                    f"job {name} cannot start: {blocked.expired[0]}; its objects are left as "
+                    f"they are: fix it and resubmit, or {program_name()} delete {name} -n "
+                    f"{namespace}"
+                )
             stalled = [
                 w
                 for w in stalls.pending_too_long(summary, now(), pending_warning)
-                if (w.index, w.pod) not in warned
+                if (w.index, w.pod) not in warned and w.index not in blocked.workers
             ]
             if stalled:
                 warned.update((w.index, w.pod) for w in stalled)

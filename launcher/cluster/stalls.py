@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from launcher.cluster.status import JobStatus, Obj, Worker, duration, first_line
 from launcher.core import reading
+from launcher.core.never_starts import DeadEnd, dead_end
 from launcher.core.reading import COMPLETE, FAILED, true_conditions
 
 
@@ -32,19 +33,47 @@ def pending_too_long(
 
 
 def pending_warning(status: JobStatus, workers: Sequence[Worker], threshold: float) -> str:
-    """Why Pending workers stall all of MWMS, and what to do about it."""
+    """Why Pending workers stall all of MWMS, and what to do about it: the capacity advice
+    only when the scheduler found no room (a pod that is scheduled but waits for its
+    container, e.g. ContainerCreating, gets the pod to look at instead)."""
     which = ", ".join(str(w.index) for w in workers)
     reasons = sorted({w.reason for w in workers if w.reason})
     why = f" ({'; '.join(reasons)})" if reasons else ""
+    head = (
+        f"worker{'s' if len(workers) > 1 else ''} {which} pending for more than "
+        f"{duration(threshold)}{why}. MultiWorkerMirroredStrategy cannot start until all "
+        f"{status.expected} workers"
+    )
+    if not any(_unschedulable(w) for w in workers):
+        pods = " ".join(w.pod for w in workers if w.pod) or "POD"
+        return f"{head} run: kubectl describe pod {pods} -n {status.namespace} says why"
     gpu = any("nvidia.com/gpu" in (w.reason or "") for w in workers)
     scarce = "GPUs are short" if gpu else "the cluster lacks room"
     return (
-        f"worker{'s' if len(workers) > 1 else ''} {which} pending for more than "
-        f"{duration(threshold)}{why}. MultiWorkerMirroredStrategy cannot start until all "
-        f"{status.expected} workers are scheduled, so the scheduled ones wait idle while "
-        f"{scarce}: free capacity or ask for fewer workers/GPUs, or use gang scheduling "
-        "(spec.gang: kueue, volcano or coscheduling, so that all workers start together)"
+        f"{head} are scheduled, so the scheduled ones wait idle while {scarce}: free "
+        "capacity or ask for "
+        "fewer workers/GPUs, or use gang scheduling (spec.gang: kueue, volcano or "
+        "coscheduling, so that all workers start together)"
     )
+
+
+def _unschedulable(worker: Worker) -> bool:
+    """Whether the scheduler has not placed the worker's pod (no node, no reason yet)."""
+    return worker.node is None or (worker.reason or "").startswith("Unschedulable")
+
+
+def dead_ends(status: JobStatus) -> tuple[tuple[Worker, DeadEnd, str], ...]:
+    """Workers whose container waits on something that will not come (`never_starts`),
+    with the kubelet's message."""
+    found = []
+    for worker in status.workers:
+        if worker.phase not in ("Pending", "Running") or not worker.reason:
+            continue
+        reason, _, message = worker.reason.partition(": ")
+        end = dead_end(reason, message)
+        if end is not None:
+            found.append((worker, end, message))
+    return tuple(found)
 
 
 @dataclasses.dataclass(frozen=True)

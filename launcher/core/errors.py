@@ -22,6 +22,9 @@ class ExitStatus(enum.IntEnum):
     """The training job ran and failed."""
     TIMEOUT = 4
     """Waiting for the job ran out of time; the job itself may still be running."""
+    NEVER_STARTS = 5
+    """A worker will never start (its image is absent, a Secret it needs is missing): the
+    wait gave up; the job's objects are left as they are."""
     INTERRUPTED = 130
 
 
@@ -115,6 +118,10 @@ class JobFailed(TflaunchError):
 
 class WaitTimeout(TflaunchError):
     exit_status = ExitStatus.TIMEOUT
+
+
+class NeverStarts(TflaunchError):
+    exit_status = ExitStatus.NEVER_STARTS
 
 
 class WorkersFailed(TflaunchError):

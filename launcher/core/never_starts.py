@@ -1,0 +1,83 @@
+"""Workers that will never start, read from the kubelet's reason for a waiting container.
+
+A pod whose image is absent, whose image name is invalid, or whose container refers to a
+Secret or ConfigMap that does not exist stays Pending for ever: the kubelet retries, and the
+Job counts nothing as a failure. MultiWorkerMirroredStrategy waits for every worker, so the
+whole group waits with it. This module says which waiting reasons are such dead ends, which
+object is to blame, and the fix, in one place for `wait`, `status` and the operator.
+
+A pull error counts only when the registry answered that the image is not there (or refused
+access): "connection refused" or a timeout may pass, and keeps the ordinary pending warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+GRACE_SECONDS = 30.0
+"""How long a dead-end reason must last before `wait` gives up on the job. Long enough for a
+Secret applied just after the job, or a tag pushed a moment late, to be found on the
+kubelet's next try (its image back-off starts at 10 s); short enough that a typo in an image
+ends the wait in well under a minute instead of at its timeout."""
+
+_NOT_THERE = re.compile(
+    r"not found|manifest unknown|repository does not exist|pull access denied|"
+    r"unauthorized|authorization failed|denied: |no such host",
+    re.IGNORECASE,
+)
+_IMAGE = re.compile(r'image "([^"]+)"', re.IGNORECASE)
+_REFERENCE = re.compile(r'(secret|configmap) "([^"]+)" not found', re.IGNORECASE)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadEnd:
+    """Why a worker's container will never start, and what to do."""
+
+    reason: str
+    """The kubelet's reason, e.g. ErrImageNeverPull."""
+    culprit: str
+    """The object at fault, e.g. `image "nosuch:1"` or `Secret "token"`."""
+    fix: str
+
+
+def dead_end(reason: str | None, message: str | None, image: str | None = None) -> DeadEnd | None:
+    """The dead end behind a waiting container's (reason, message), else None."""
+    text = message or ""
+    named = _IMAGE.search(text)
+    image = image or (named.group(1) if named else None)
+    shown = f'image "{image}"' if image else "the image"
+    if reason == "ErrImageNeverPull":
+        return DeadEnd(
+            reason,
+            shown,
+            "it is not on the node and spec.imagePullPolicy is Never: load the image into "
+            "every node (kind load, ctr images import) or push it to a registry and set "
+            "spec.imagePullPolicy: IfNotPresent",
+        )
+    if reason == "InvalidImageName":
+        return DeadEnd(reason, shown, "it is not a valid image reference: correct spec.image")
+    if reason in ("ErrImagePull", "ImagePullBackOff") and _NOT_THERE.search(text):
+        return DeadEnd(
+            reason,
+            shown,
+            "the registry has no such image or refused it: check the tag in spec.image "
+            "(make push REGISTRY=...), and for a private registry spec.imagePullSecrets",
+        )
+    if reason == "CreateContainerConfigError":
+        found = _REFERENCE.search(text)
+        if found:
+            kind = "Secret" if found.group(1).lower() == "secret" else "ConfigMap"
+            return DeadEnd(
+                reason,
+                f'{kind} "{found.group(2)}"',
+                f"it does not exist in the job's namespace: create it (kubectl create "
+                f"{kind.lower()} ...) or correct the reference in spec.env or spec.volumes",
+            )
+    return None
+
+
+def sentence(worker: int, end: DeadEnd, message: str | None) -> str:
+    """One line: the worker, the object, the kubelet's own words, the fix."""
+    said = f": {message}" if message else ""
+    return f"worker {worker} will never start: {end.culprit} ({end.reason}{said}); {end.fix}"
