@@ -235,12 +235,27 @@ def pod_state(pod: Obj) -> tuple[str, str | None, int | None]:
     if phase == "Failed":
         if terminated:
             code = terminated.get("exitCode")
-            return phase, describe_exit(code, terminated.get("reason"), terminated), code
+            words = describe_exit(code, terminated.get("reason"), terminated, _memory_limit(pod))
+            return phase, words, code
         return phase, _reason(status.get("reason") or "Failed", status), None
     return phase, None, (terminated or {}).get("exitCode")
 
 
-def describe_exit(code: int | None, reason: str | None, terminated: Obj | None = None) -> str:
+def _memory_limit(pod: Obj) -> str | None:
+    """The trainer container's memory limit as written in its spec (`4Gi`), if it has one."""
+    containers = reading.spec(pod).get("containers") or []
+    trainer = next((c for c in containers if c.get("name") == "trainer"), None)
+    trainer = trainer or (containers[0] if containers else {})
+    limit = ((trainer.get("resources") or {}).get("limits") or {}).get("memory")
+    return None if limit is None else str(limit)
+
+
+def describe_exit(
+    code: int | None,
+    reason: str | None,
+    terminated: Obj | None = None,
+    memory_limit: str | None = None,
+) -> str:
     """A worker's exit in words: `config error (exit 78)`, `OOMKilled (exit 137)`..."""
     if code == contract.EXIT_CONFIG_ERROR:
         text = f"config error (exit {code})"
@@ -249,7 +264,11 @@ def describe_exit(code: int | None, reason: str | None, terminated: Obj | None =
     elif code == contract.EXIT_PREEMPTED:  # the message says the step it resumes at
         text = f"preempted, saved (exit {code}; not a failure, the Job replaces the pod)"
     elif reason == "OOMKilled":
-        text = f"OOMKilled (exit {code}): raise spec.resources.limits.memory"
+        limit = f" at its memory limit {memory_limit}" if memory_limit else ""
+        text = (
+            f"OOMKilled (exit {code}){limit}: raise spec.resources.limits.memory or lower "
+            "spec.trainer.globalBatchSize"
+        )
     elif code is not None and code > 128:
         text = f"{reason or 'killed'} (exit {code}, signal {code - 128})"
     else:

@@ -100,13 +100,18 @@ def test_a_worker_failing_in_a_collective_after_its_peer_finished_is_read_as_div
     assert healthy.divergence is None  # its own error, no peer's
 
 
-def test_an_oom_killed_worker_says_so_with_the_fix() -> None:
+def test_an_oom_killed_worker_says_so_with_its_memory_limit_and_the_fix() -> None:
     job = indexed_job()
     pod = pod_for(job, 0, phase="Failed", exit_code=137, reason="OOMKilled")
+    (trainer,) = [c for c in pod["spec"]["containers"] if c["name"] == "trainer"]
+    trainer.setdefault("resources", {}).setdefault("limits", {})["memory"] = "3Gi"
 
     (worker, _) = summary([job], [pod]).workers
 
-    assert worker.reason == "OOMKilled (exit 137): raise spec.resources.limits.memory"
+    assert worker.reason == (
+        "OOMKilled (exit 137) at its memory limit 3Gi: raise spec.resources.limits.memory "
+        "or lower spec.trainer.globalBatchSize"
+    )
     assert worker.exit_code == 137
 
 

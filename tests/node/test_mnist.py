@@ -380,3 +380,22 @@ def test_an_evicted_worker_makes_every_worker_save_and_the_job_resume_without_a_
     assert step is not None and step > 150, status  # saved after the first epoch
     text = real_node.tflaunch("status", "mnist", "-n", namespace).out
     assert f"resumed at step {step}" in text and "preempted" in text, text
+
+
+@pytest.mark.timeout(600)
+def test_a_missing_image_ends_the_wait_with_exit_5_naming_it_in_well_under_two_minutes(
+    real_node: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, "tflaunch.dev/nosuch:1", "indexed")
+
+    run = real_node.tflaunch(
+        "submit", str(spec), "--workers", "2", "--wait", "--timeout", "10m", timeout=700
+    )
+
+    assert run.code == 5, run
+    error = run.err.strip().splitlines()[-1]
+    assert "will never start: image" in error and "nosuch:1" in error, run.err
+    assert "ErrImageNeverPull" in error and "load the image into every node" in error, run.err
+    assert "lacks room" not in run.err, run.err
+    jobs = real_node.get("jobs", "-n", namespace)["items"]
+    assert jobs, "the job's objects are left as they are"
