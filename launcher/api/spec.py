@@ -210,8 +210,11 @@ class JobSpec:
     """What to run and how: the `spec` of a MultiWorkerJob."""
 
     image: str = _field("image", "Trainer image, e.g. registry.example.com/tflaunch-trainer:0.1.0.")
-    image_pull_policy: PullPolicy = _field(
-        "imagePullPolicy", "Always, IfNotPresent (e.g. images loaded into kind) or Never.", "Always"
+    image_pull_policy: PullPolicy | None = _field(
+        "imagePullPolicy",
+        "Always, IfNotPresent (e.g. images loaded into kind) or Never; unset, Kubernetes' "
+        "default: Always for a :latest or untagged image, else IfNotPresent.",
+        None,
     )
     workers: int = _field(
         "workers", "Number of worker pods (MWMS workers).", 2, minimum=1, maximum=MAX_WORKERS
