@@ -389,6 +389,9 @@ def test_a_finished_job_without_ttl_stays():
         (contract.RESULT_LINE_PREFIX + "[1, 2]\n", None),
         ("", None),
         (None, None),
+        # a marker glued mid-line is what a program logged, not its result
+        ("user said: " + contract.RESULT_LINE_PREFIX + '{"a": 1}\n', None),
+        (result_log() + "echo: " + contract.RESULT_LINE_PREFIX + '{"a": 1}\n', RESULT),
     ],
 )
 def test_the_result_is_the_last_well_formed_result_line(text, expected):
