@@ -16,13 +16,16 @@ from typing import Any
 from launcher.api.identity import API_VERSION, KIND
 from launcher.api.spec import MultiWorkerJob
 from launcher.core import script as script_file
-from launcher.core import typed, validation, yamldoc
+from launcher.core import tfjob, typed, validation, yamldoc
 from launcher.core.errors import SpecError
 
 
 def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> MultiWorkerJob:
-    """Read, override, type and validate a job spec. Raises SpecError on any bad input."""
+    """Read (a MultiWorkerJob or a Kubeflow TFJob), override, type and validate a job spec.
+    Raises SpecError on any bad input."""
     document = yamldoc.read_document(path)
+    if tfjob.is_tfjob(document):
+        document = tfjob.to_multiworkerjob(document)
     yamldoc.apply_overrides(document, overrides)
     base = Path(path).parent if path not in (None, "-") else Path.cwd()
     script_file.expand_path(document, base)
