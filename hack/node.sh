@@ -520,8 +520,13 @@ cmd_down() {
   done
   unmount_under "$STATE"
   unmount_under /run/containerd
-  awk '$2 ~ "^/(var/)?run/netns/cni-" {print $2}' /proc/self/mounts |
-    while read -r mnt; do umount -l "$mnt" 2>/dev/null || true; rm -f "$mnt"; done
+  # A pod's netns can be mounted more than once on its file (stacked by mount propagation):
+  # unmount until nothing is left, or the file cannot be removed (EBUSY).
+  awk '$2 ~ "^/(var/)?run/netns/cni-" {print $2}' /proc/self/mounts | sort -u |
+    while read -r mnt; do
+      for _ in 1 2 3 4 5 6 7 8; do umount -l "$mnt" 2>/dev/null || break; done
+      rm -f "$mnt"
+    done
   rm -rf /run/containerd
   # The pods' cgroups the kubelet made (empty once their processes are gone).
   for subsystem in /sys/fs/cgroup/*/; do
