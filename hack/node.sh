@@ -520,12 +520,14 @@ cmd_down() {
   done
   unmount_under "$STATE"
   unmount_under /run/containerd
-  # A pod's netns can be mounted more than once on its file (stacked by mount propagation):
-  # unmount until nothing is left, or the file cannot be removed (EBUSY).
+  # The CNI plugins bind /run/netns over itself (to share it); a pod netns mounted before
+  # that bind sits beneath it, out of umount's reach, and its file cannot be removed (EBUSY).
+  # So the binds go first, then each pod netns, however many times it is mounted.
+  while mountpoint -q /run/netns 2>/dev/null; do umount -l /run/netns 2>/dev/null || break; done
   awk '$2 ~ "^/(var/)?run/netns/cni-" {print $2}' /proc/self/mounts | sort -u |
     while read -r mnt; do
       for _ in 1 2 3 4 5 6 7 8; do umount -l "$mnt" 2>/dev/null || break; done
-      rm -f "$mnt"
+      rm -f "$mnt" 2>/dev/null || echo "node: $mnt is still mounted; left in place" >&2
     done
   rm -rf /run/containerd
   # The pods' cgroups the kubelet made (empty once their processes are gone).
