@@ -97,18 +97,32 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if 0 < self._steps <= batch + 1:
             return  # the epoch's last step: on_epoch_end prints it, with the epoch's loss
         if first or now - self._last_print >= self._every:
-            self._print(batch + 1, (logs or {}).get("loss"), now, done)
+            self._print(batch + 1, (logs or {}).get("loss"), now, done, self._summed_over())
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._chief:
             now = self._clock()
             self._print(self._steps, (logs or {}).get("loss"), now, (epoch + 1) * self._steps)
 
+    def _summed_over(self) -> int:
+        """How many replicas' losses a batch hook's loss adds up (1: it is the mean already).
+
+        tf_keras reduces a batch's logs with `distribute_reduction_method` "auto", which is a
+        sum over all replicas except on TPUs (each replica's own mean, added); the epoch-end
+        logs are the metrics' results, a true mean. Dividing gives what one worker shows.
+        """
+        model = getattr(self, "model", None)
+        strategy = getattr(model, "distribute_strategy", None)
+        if strategy is None or "TPU" in type(strategy).__name__:
+            return 1
+        method = getattr(model, "distribute_reduction_method", "auto")
+        return int(strategy.num_replicas_in_sync) if method in ("auto", "sum") else 1
+
     @property
     def _steps(self) -> int:
         return int((self.params or {}).get("steps") or 0)
 
-    def _print(self, step: int, loss: Any, now: float, done: int) -> None:
+    def _print(self, step: int, loss: Any, now: float, done: int, summed_over: int = 1) -> None:
         epochs = int((self.params or {}).get("epochs") or 1)
         rate_steps, rate_seconds = 0, 0.0
         if self._first is not None:
@@ -122,7 +136,7 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
                 epochs=epochs,
                 step=step,
                 steps=self._steps,
-                loss=float(loss) if loss is not None else None,  # the one host sync
+                loss=float(loss) / summed_over if loss is not None else None,  # one host sync
                 images_per_sec=images,
                 eta_seconds=progress.eta_seconds(
                     done, epochs * self._steps, rate_steps, rate_seconds

@@ -120,3 +120,22 @@ def test_the_loss_is_read_from_the_device_only_when_a_line_is_printed() -> None:
         cb.on_train_batch_end(batch, {"loss": loss})
     printed = len(lines(stream))
     assert printed == 3 and loss.reads == printed, (printed, loss.reads)
+
+
+class Strategy:
+    num_replicas_in_sync = 2
+
+
+class Model:
+    distribute_strategy = Strategy()
+    distribute_reduction_method = "auto"
+
+
+def test_the_mid_epoch_loss_of_two_replicas_is_what_one_worker_shows_not_their_sum() -> None:
+    clock = Clock()
+    cb, stream = callback(clock)
+    cb.model = Model()  # tf_keras sums the batch logs over the 2 replicas: 0.9 + 0.9
+    cb.on_epoch_begin(0)
+    cb.on_train_batch_end(0, {"loss": 1.8})
+    cb.on_epoch_end(0, {"loss": 0.8})  # the metrics' result: a mean already
+    assert [p.loss for p in lines(stream)] == [pytest.approx(0.9), pytest.approx(0.8)]
