@@ -55,17 +55,29 @@ def test_what_may_pass_is_no_dead_end(reason: str, message: str) -> None:
     assert dead_end(reason, message) is None
 
 
-def test_an_image_never_present_ends_the_wait_with_exit_5_naming_worker_image_and_fix(
-    tflaunch: Tflaunch,
-    fake: FakeKubernetes,
-    job: dict[str, Any],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(never_starts, "GRACE_SECONDS", 0.3)
-    fake.put(pod_for(job, 0, age=30))
-    fake.put(pod_for(job, 1, phase="Pending", waiting=("ErrImageNeverPull", NEVER_PULL)))
+Waiting = Callable[[str, str, str], Result]
 
-    result = tflaunch("wait", "mnist", "--timeout", "60", "--pending-warning", "0")
+
+@pytest.fixture
+def wait_on_worker_1(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Waiting:
+    """`wait --timeout T` with worker 0 running and worker 1's container waiting on
+    (reason, message); a short grace so that the test does not wait 30 s."""
+
+    def run(reason: str, message: str, timeout: str) -> Result:
+        monkeypatch.setattr(never_starts, "GRACE_SECONDS", 0.3)
+        fake.put(pod_for(job, 0, age=30))
+        fake.put(pod_for(job, 1, phase="Pending", waiting=(reason, message)))
+        return tflaunch("wait", "mnist", "--timeout", timeout, "--pending-warning", "0")
+
+    return run
+
+
+def test_an_image_never_present_ends_the_wait_with_exit_5_naming_worker_image_and_fix(
+    wait_on_worker_1: Waiting,
+) -> None:
+    result = wait_on_worker_1("ErrImageNeverPull", NEVER_PULL, "60")
 
     assert result.code == ExitStatus.NEVER_STARTS == 5
     error = result.err.splitlines()[-1]
@@ -77,17 +89,8 @@ def test_an_image_never_present_ends_the_wait_with_exit_5_naming_worker_image_an
     assert "lacks room" not in result.err and "gang scheduling" not in result.err
 
 
-def test_a_pull_that_only_timed_out_keeps_waiting(
-    tflaunch: Tflaunch,
-    fake: FakeKubernetes,
-    job: dict[str, Any],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(never_starts, "GRACE_SECONDS", 0.1)
-    fake.put(pod_for(job, 0, age=30))
-    fake.put(pod_for(job, 1, phase="Pending", waiting=("ErrImagePull", UNREACHABLE)))
-
-    result = tflaunch("wait", "mnist", "--timeout", "1", "--pending-warning", "0")
+def test_a_pull_that_only_timed_out_keeps_waiting(wait_on_worker_1: Waiting) -> None:
+    result = wait_on_worker_1("ErrImagePull", UNREACHABLE, "1")
 
     assert result.code == ExitStatus.TIMEOUT
     (warning,) = [line for line in result.err.splitlines() if line.startswith("warning:")]
