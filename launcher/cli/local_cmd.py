@@ -113,7 +113,7 @@ def local_command(
       tflaunch local --verbose              # TensorFlow's own log lines too
       tflaunch local --script train.py --workers 2 -- --epochs 2   # your own program
     """
-    from launcher.local import dataset, display, gpus, runner
+    from launcher.local import dataset, display, gpus, paths, runner
 
     if data is not None and not Path(data).is_file():
         raise click.BadParameter(
@@ -147,7 +147,7 @@ def local_command(
         what = f"global batch {job.spec.trainer.global_batch_size}"
     click.echo(
         f"tflaunch: {job.name}: {job.spec.workers} local worker(s), {what}, workdir {workdir} "
-        f"(full worker logs in {runner.LocalPaths(workdir).logs_dir})"
+        f"(full worker logs in {paths.LocalPaths(workdir).logs_dir})"
     )
     verbose = verbose or contract.debug_requested(os.environ)
     console = display.make_console(
@@ -158,6 +158,8 @@ def local_command(
     )
     if own:
         saved = f"; model dir {result['model_dir']}" if result.get("model_dir") else ""
+        if result.get("workers_dir"):  # what the program wrote to its working directory
+            saved += f"; each worker's own files in {result['workers_dir']}/worker-<i>"
         click.echo(
             f"tflaunch: {job.name} succeeded on all {job.spec.workers} worker(s): "
             f"restarts={result.get('restarts')}{saved}"
@@ -169,7 +171,7 @@ def local_command(
         f"test_accuracy={result.get('test_accuracy'):.4f} "
         f"({result.get('test_examples', '?')} test images) "
         f"images/s={result.get('images_per_sec', 0):.0f} restarts={result.get('restarts')} "
-        f"-> {runner.LocalPaths(workdir).result_file}"
+        f"-> {paths.LocalPaths(workdir).result_file}"
     )
     phases = result.get("phases")
     if verbose and isinstance(phases, dict) and phases:

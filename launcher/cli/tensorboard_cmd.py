@@ -38,7 +38,7 @@ class TensorBoardMissing(TflaunchError):
 def local_logdir(name: str, workdir: Path | None) -> Path | None:
     """The event files of local run `name`: `--workdir`'s, else the default workdir's when
     it exists; None: not a local run (look on the cluster)."""
-    from launcher.local.runner import LocalPaths
+    from launcher.local.paths import LocalPaths
 
     if workdir is not None:
         return LocalPaths(workdir).tensorboard_dir

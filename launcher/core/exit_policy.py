@@ -25,7 +25,11 @@ class ExitRule:
     code: int
     job: JobAction
     group: GroupAction
+    said: str
+    """The exit in a few words, printed after the code by every reader: `exited 78
+    (configuration error)` (`launcher.core.worker_end`)."""
     why: str
+    """What the group does about it and why, said once in a failure's last line."""
 
 
 RULES = (
@@ -33,18 +37,32 @@ RULES = (
         contract.EXIT_CONFIG_ERROR,
         "FailJob",
         "fail",
-        "a configuration error: retrying cannot fix it",
+        "configuration error",
+        "not retried: a restart cannot fix it",
     ),
     ExitRule(
         contract.EXIT_PREEMPTED,
         "Ignore",
         "resume",
+        "preempted, saved",
         "told to stop and saved first: every worker resumes at the saved step, no retry used",
+    ),
+    ExitRule(
+        contract.EXIT_RENDEZVOUS_TIMEOUT,
+        "Count",
+        "restart",
+        "peers never came",
+        "the peers never became reachable: usually a consequence of a peer that failed first",
     ),
 )
 """Exit codes with a meaning of their own; 0 is success, any other code may be retried."""
 
 _BY_CODE = {rule.code: rule for rule in RULES}
+
+
+def rule_for(code: int | None) -> ExitRule | None:
+    """The table's rule for `code`, when the code has a meaning of its own."""
+    return _BY_CODE.get(code) if code is not None else None
 
 
 def group_action(code: int | None) -> GroupAction:
@@ -73,6 +91,7 @@ def pod_failure_policy(container: str = "trainer") -> dict[str, Any]:
             "onExitCodes": {"containerName": container, "operator": "In", "values": [rule.code]},
         }
         for rule in RULES
+        if rule.job != "Count"  # the Job controller's default: no rule needed
     ]
     rules.append(
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import dataclasses
+import datetime
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -35,14 +34,16 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import contract, reading, script, tfconfig, workload
+from launcher.core import contract, tfconfig, workload
 from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.program import own_program
+from launcher.core.worker_end import GroupEnd, not_retried, program_signal
 from launcher.local import workdir_lock
 from launcher.local.console import trainer_error
 from launcher.local.display import Console, LineConsole
 from launcher.local.gpus import CUDA_VISIBLE_DEVICES
 from launcher.local.isolation import Isolation, isolated, network_warning, no_network_hint
+from launcher.local.paths import LocalPaths, log_files, not_empty, resume_point
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
@@ -51,195 +52,9 @@ FIRST_FAILURE_WINDOW_SECONDS = 5.0
 stopped: enough for every worker to report the same program error (then it is not
 retried), or for a killed worker's wrapper to say which signal it was."""
 MAX_PARTIAL_CHARS = 65536
-WRITTEN_LIST = ".tflaunch-files"
-"""In WORKDIR/script/: the program files tflaunch wrote there, removed at the next run when
-the program no longer has them (and nothing else: the directory may hold the user's files)."""
 BROKEN_GROUP_GRACE_SECONDS = 2.0
 """How long the others get after SIGTERM once a worker ended without saving: a coordinated
 save needs every worker, so theirs can never finish (the last checkpoint is what is kept)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LocalPaths:
-    """Where a local run keeps what a pod keeps on its volumes."""
-
-    workdir: Path
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.workdir / "checkpoints"
-
-    @property
-    def model_dir(self) -> Path:
-        return self.workdir / "model"
-
-    @property
-    def result_file(self) -> Path:
-        return self.model_dir / contract.RESULT_FILE
-
-    @property
-    def script_dir(self) -> Path:
-        """Where spec.script is written (a pod mounts it from a ConfigMap)."""
-        return self.workdir / "script"
-
-    @property
-    def tensorboard_dir(self) -> Path:
-        """The chief's event files (`workload.tensorboard_dir` beside the model)."""
-        return self.workdir / "tensorboard"
-
-    @property
-    def logs_dir(self) -> Path:
-        return self.workdir / "logs"
-
-    def log_file(self, index: int) -> Path:
-        """Worker `index`'s full output, every attempt appended."""
-        return self.logs_dir / f"worker-{index}.log"
-
-
-@dataclasses.dataclass(frozen=True)
-class Attempt:
-    """How one run of the whole group ended."""
-
-    exit_codes: tuple[int | None, ...]
-    last_errors: tuple[str | None, ...] = ()
-    """Each worker's last ERROR line of the trainer's own (never a TensorFlow C++ line), so
-    the failure says why, not only how; for exit 75/78 it is the trainer's one-line reason."""
-    saved_steps: tuple[int | None, ...] = ()
-    """The step each worker said it saved at before exiting EXIT_PREEMPTED."""
-    program_signals: tuple[str | None, ...] = ()
-    """The signal that killed each worker's program, as its wrapper said (a program killed
-    by `kill -9` makes its wrapper exit 1), when tflaunch did not send it."""
-
-    @property
-    def succeeded(self) -> bool:
-        return all(code == contract.EXIT_OK for code in self.exit_codes)
-
-    @property
-    def config_error(self) -> bool:
-        return contract.EXIT_CONFIG_ERROR in self.exit_codes
-
-    @property
-    def preempted(self) -> bool:
-        """Told to stop and saved: some worker exited EXIT_PREEMPTED and none failed (the
-        others saved too, or were stopped by us once the grace period was over)."""
-        codes = set(self.exit_codes)
-        return contract.EXIT_PREEMPTED in codes and codes <= {0, None, contract.EXIT_PREEMPTED}
-
-    @property
-    def saved_step(self) -> int | None:
-        """Where the group resumes after a preemption (the chief's word first)."""
-        return next((step for step in self.saved_steps if step is not None), None)
-
-    def _signal(self, index: int) -> str | None:
-        return self.program_signals[index] if index < len(self.program_signals) else None
-
-    def _reason(self, index: int) -> str | None:
-        return self.last_errors[index] if index < len(self.last_errors) else None
-
-    @property
-    def same_program_error(self) -> str | None:
-        """The error every worker's program ended with, when it is one and the same Python
-        exception (a NameError at import, a bad argument): the program's own, which a
-        restart repeats. Not a signal, not TensorFlow's word for a lost peer or a timeout."""
-        workers = range(len(self.exit_codes))
-        if set(self.exit_codes) != {contract.EXIT_TRANSIENT} or any(map(self._signal, workers)):
-            return None
-        reasons = {self._reason(i) for i in workers}
-        if len(reasons) != 1:
-            return None
-        (reason,) = reasons
-        if contract.EXCEPTION_LINE.match(reason or "") is None or reading.peer_error(reason):
-            return None
-        return reason
-
-    @property
-    def divergence(self) -> reading.Divergence | None:
-        """A worker that failed in a collective after its peers had finished the program:
-        the programs took different paths, which a restart repeats (`reading.Divergence`)."""
-        codes = self.exit_codes
-        return reading.divergence(
-            (i for i, code in enumerate(codes) if code == contract.EXIT_OK),
-            ((i, self._reason(i)) for i, code in enumerate(codes)
-             if code not in (contract.EXIT_OK, None) and not self._signal(i)),
-        )  # fmt: skip
-
-    def describe(self) -> str:
-        """The cause first, whatever order the exits arrived in (a signal, to the worker or
-        to its program; then a configuration error, then a rendezvous timeout, then any
-        other exit), with that worker's own reason; the other failed workers (usually
-        survivors that saw a peer die: DEADLINE_EXCEEDED) only by their exit."""
-        failed = [
-            i for i, code in enumerate(self.exit_codes) if code not in (0, None) or self._signal(i)
-        ]
-        if not failed:
-            return "no worker failed"
-        ranked = sorted(failed, key=lambda i: (_cause_rank(self.exit_codes[i], self._signal(i)), i))
-        cause, *others = ranked
-        text = f"worker {cause} {self._describe(cause)}"
-        reason = _quoted(self._reason(cause) or "", self.exit_codes[cause], self._signal(cause))
-        if reason:
-            text += f": {reason}"
-        if others:
-            too = ", ".join(f"worker {i} {self._describe(i)}" for i in others)
-            text += f" ({too} too)"
-        return text
-
-    def _describe(self, index: int) -> str:
-        signal_name = self._signal(index)
-        if signal_name:
-            return f"was killed by {signal_name}"
-        return _describe_exit(self.exit_codes[index])
-
-
-PROGRAM_SIGNAL = re.compile(r"\(the program was killed by (?P<signal>SIG[A-Z0-9]+)\)$")
-"""The wrapper's ERROR record when the program died of a signal (`trainer.run`)."""
-PROGRAM_EXIT = re.compile(r" ?\(the program (?:exited (?P<code>-?\d+)|was killed by SIG\w+)\)$")
-
-
-def _quoted(reason: str, code: int | None, signal_name: str | None) -> str:
-    """A worker's reason without the wrapper's "(the program exited N)" when that says no
-    more than the worker's own exit (the program's 78 is the worker's 78; a program killed
-    by SIGKILL is the worker "killed by SIGKILL")."""
-    match = PROGRAM_EXIT.search(reason)
-    if match is None:
-        return reason
-    said = match.group("code")
-    if (said is None and signal_name) or (said is not None and said == str(code)):
-        return reason[: match.start()]
-    return reason
-
-
-def _cause_rank(code: int | None, program_signal: str | None = None) -> int:
-    """How likely an exit is the group's cause rather than a consequence (lower: likelier)."""
-    if (code is not None and code < 0) or program_signal:
-        return 0  # killed by a signal: OOM killer, kill -9, preemption
-    return {contract.EXIT_CONFIG_ERROR: 1, contract.EXIT_RENDEZVOUS_TIMEOUT: 2}.get(code or 0, 3)
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "was stopped"
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    meaning = {
-        contract.EXIT_CONFIG_ERROR: " (configuration error)",
-        contract.EXIT_RENDEZVOUS_TIMEOUT: " (peers never came)",
-        contract.EXIT_PREEMPTED: " (preempted, saved)",
-    }.get(code, "")
-    return f"exited {code}{meaning}"
-
-
-def next_step(attempt: Attempt, restarts_so_far: int, backoff_limit: int) -> str:
-    """What the group does after an attempt: "done", "resume" (after a preemption: uses no
-    retry), "restart" or "fail": the exit-code table's decision (`reading.group_outcome`,
-    the operator's too), with the same program error in every worker, or a worker failing
-    in a collective after its peers finished (a divergence), as a repeat."""
-    return reading.group_outcome(
-        attempt.exit_codes,
-        restarts=restarts_so_far,
-        backoff_limit=backoff_limit,
-        repeats=attempt.same_program_error is not None or attempt.divergence is not None,
-    )
 
 
 def free_ports(count: int) -> list[int]:
@@ -268,7 +83,7 @@ def worker_commands(
     """
     program_args = list(extra_args)
     if data is not None and not own_program(job.spec):
-        program_args = ["--data", data, *program_args]
+        program_args = ["--data", os.path.abspath(data), *program_args]
     argv = workload.worker_argv(
         job, str(paths.checkpoint_dir), str(paths.model_dir), python=sys.executable,
         script_dir=str(paths.script_dir), extra_args=program_args,
@@ -306,6 +121,7 @@ class _Group:
         log_files: Sequence[TextIO],
         grace_seconds: float,
         isolation: Isolation | None = None,
+        cwds: Sequence[Path | None] = (),
     ) -> None:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
@@ -319,6 +135,8 @@ class _Group:
         self._log_files = log_files
         self._console = console
         self._reported: dict[int, int | None] = {}
+        self._finished: list[datetime.datetime | None] = [None] * len(commands)
+        """When each worker was first seen exited: the culprit is the first cause."""
         self._ended = threading.Event()
         """Set when a worker's output ended and it exited: the main loop looks at once
         rather than at its next poll (the group's last exit is the command's result)."""
@@ -327,6 +145,7 @@ class _Group:
             process = subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
+                cwd=cwds[index] if index < len(cwds) else None,
             )  # fmt: skip
             self.processes.append(process)
             assert process.stdout is not None
@@ -334,7 +153,7 @@ class _Group:
             thread.start()
             self._threads.append(thread)
 
-    def wait_first_failure(self) -> Attempt:
+    def wait_first_failure(self) -> GroupEnd:
         """Block until all succeed or one fails; then stop the rest."""
         while True:
             codes = [p.poll() for p in self.processes]
@@ -364,11 +183,12 @@ class _Group:
         self._report(list(final), stopped=True)
         return self.attempt(final)
 
-    def attempt(self, codes: Sequence[int | None]) -> Attempt:
-        return Attempt(
-            tuple(codes), tuple(self.last_errors), tuple(self.saved_steps),
-            tuple(self.program_signals),
-        )  # fmt: skip
+    def attempt(self, codes: Sequence[int | None]) -> GroupEnd:
+        """How the attempt ended: each worker's exit code (None: stopped by us), last error,
+        the signal that killed its program (when tflaunch did not send it), when it ended."""
+        return GroupEnd.of(
+            codes, self.last_errors, self.saved_steps, self.program_signals, self._finished
+        )
 
     def _wait_for_the_others(self, seconds: float) -> list[int | None]:
         """One worker ended: give the others `seconds` to end on their own (saving at the
@@ -384,6 +204,8 @@ class _Group:
     def _report(self, codes: Sequence[int | None], stopped: bool = False) -> None:
         """Tell the console about each worker that ended (once; None: stopped by us)."""
         for index, code in enumerate(codes):
+            if code is not None and self._finished[index] is None:
+                self._finished[index] = datetime.datetime.now(datetime.timezone.utc)
             if index not in self._reported and (code is not None or stopped):
                 self._reported[index] = code
                 self._console.exited(index, code)
@@ -422,9 +244,9 @@ class _Group:
         error = trainer_error(line)
         if error:
             self.last_errors[index] = error
-            killed = PROGRAM_SIGNAL.search(error)
-            if killed and killed.group("signal") not in self._sent:
-                self.program_signals[index] = killed.group("signal")
+            killed = program_signal(error)
+            if killed and killed not in self._sent:
+                self.program_signals[index] = killed
         saved = contract.saved_step(line)
         if saved is not None:
             self.saved_steps[index] = saved
@@ -517,9 +339,7 @@ def run_local(
     try:
         paths.workdir.mkdir(parents=True, exist_ok=True)
         lock.enter_context(workdir_lock.held(paths.workdir))
-        for directory in (paths.checkpoint_dir, paths.model_dir, paths.logs_dir):
-            directory.mkdir(parents=True, exist_ok=True)
-        _write_script(job, paths)
+        paths.prepare(job)
     except OSError as error:  # read-only, full, /proc: before any worker starts
         lock.close()
         raise SpecError(
@@ -546,9 +366,10 @@ def run_local(
         while True:
             commands = worker_commands(job, paths, free_ports(job.spec.workers), restarts,
                                        data, extra_args, verbose, gpu_slices)  # fmt: skip
-            with _log_files(paths, job.spec.workers, restarts + preemptions) as log_files:
-                group = _Group(commands, console, log_files,
-                               job.spec.termination_grace_period_seconds, isolation)  # fmt: skip
+            with log_files(paths, job.spec.workers, restarts + preemptions) as files:
+                group = _Group(commands, console, files,
+                               job.spec.termination_grace_period_seconds, isolation,
+                               worker_cwds(job, paths))  # fmt: skip
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):
@@ -561,12 +382,14 @@ def run_local(
                     # run is a success, whenever the Ctrl-C came.
                 finally:
                     group.stop()
-            step = next_step(attempt, restarts, job.spec.backoff_limit)
+            step = attempt.next_step(restarts, job.spec.backoff_limit)
             if step == "done":
                 if own_program(job.spec):  # the program's own output is its result
-                    model_dir = str(paths.model_dir) if _not_empty(paths.model_dir) else None
+                    model_dir = str(paths.model_dir) if not_empty(paths.model_dir) else None
+                    wrote = any(not_empty(paths.worker_dir(i)) for i in range(job.spec.workers))
                     return {"restarts": restarts, "preemptions": preemptions,
-                            "model_dir": model_dir}  # fmt: skip
+                            "model_dir": model_dir,
+                            "workers_dir": str(paths.workers_dir) if wrote else None}  # fmt: skip
                 return _result(paths, restarts, preemptions)
             if step == "resume":
                 preemptions += 1
@@ -581,13 +404,22 @@ def run_local(
             restarts += 1
             console.message(
                 f"tflaunch: {attempt.describe()}; restarting all {job.spec.workers} workers "
-                f"(restart {restarts}/{job.spec.backoff_limit}), {_resume_point(paths)}"
+                f"(restart {restarts}/{job.spec.backoff_limit}), {resume_point(paths)}"
             )
             console.restarted(restarts)
 
 
+def worker_cwds(job: MultiWorkerJob, paths: LocalPaths) -> list[Path | None]:
+    """Each worker's working directory: its own under the workdir, as a pod has its own
+    filesystem; a spec.command program's is the caller's (its files are named relative to
+    it, and tflaunch does not know them)."""
+    if job.spec.command:
+        return [None] * job.spec.workers
+    return [paths.worker_dir(index) for index in range(job.spec.workers)]
+
+
 def _failure(
-    attempt: Attempt,
+    attempt: GroupEnd,
     job: MultiWorkerJob,
     restarts: int,
     paths: LocalPaths,
@@ -600,8 +432,8 @@ def _failure(
             f"every worker's program failed with the same error ({same}): a program error, "
             f"not retried; fix it and run again{no_network_hint(same, isolation)}"
         )
-    elif attempt.config_error:
-        text = f"{attempt.describe()}; not retried"
+    elif why := not_retried(attempt.culprit):
+        text = f"{attempt.describe()}; {why}"
     elif attempt.divergence:
         text = f"{attempt.divergence.describe()}; not retried: a restart would repeat it"
     else:
@@ -611,17 +443,6 @@ def _failure(
             f"{no_network_hint(attempt.describe(), isolation)}"
         )
     return f"{text}; full worker logs in {paths.logs_dir}"
-
-
-def _not_empty(directory: Path) -> bool:
-    return directory.is_dir() and any(directory.iterdir())
-
-
-def _resume_point(paths: LocalPaths) -> str:
-    """Where the restarted group starts: only a checkpoint that exists is resumed from."""
-    if _not_empty(paths.checkpoint_dir):
-        return f"resuming from the checkpoint in {paths.checkpoint_dir}"
-    return f"restarting from the beginning (no checkpoint in {paths.checkpoint_dir})"
 
 
 def _stopping_message(job: MultiWorkerJob) -> str:
@@ -638,40 +459,7 @@ def _stopping_message(job: MultiWorkerJob) -> str:
     )
 
 
-@contextlib.contextmanager
-def _log_files(paths: LocalPaths, workers: int, restarts: int) -> Iterator[list[TextIO]]:
-    """Each worker's log file, opened for one attempt, which starts with a header line."""
-    with contextlib.ExitStack() as stack:
-        files: list[TextIO] = []
-        for index in range(workers):
-            log_file = stack.enter_context(
-                paths.log_file(index).open("a", encoding="utf-8", errors="replace")
-            )
-            log_file.write(f"--- tflaunch: worker {index}, attempt {restarts + 1} ---\n")
-            files.append(log_file)
-        yield files
-
-
-def _write_script(job: MultiWorkerJob, paths: LocalPaths) -> None:
-    """spec.script's files where the workers run them, with the layout a pod finds in its
-    ConfigMap (no file of an earlier run left beside them): the entry file's directory is
-    the first on the program's import path, so `import mnist_setup` finds its neighbour."""
-    if job.spec.script is None:
-        return
-    files = script.all_files(job.spec.script)
-    written = paths.script_dir / WRITTEN_LIST
-    with contextlib.suppress(OSError):  # only what tflaunch wrote there itself goes
-        for rel in written.read_text(encoding="utf-8").splitlines():
-            if rel and rel not in files and ".." not in rel.split("/"):
-                (paths.script_dir / rel).unlink(missing_ok=True)
-    for rel, text in files.items():
-        target = paths.script_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    written.write_text("".join(f"{rel}\n" for rel in files), encoding="utf-8")
-
-
-def describe_preemption(attempt: Attempt) -> str:
+def describe_preemption(attempt: GroupEnd) -> str:
     """ "preempted, every worker saved at step 70, resuming there" (or what is known)."""
     step = attempt.saved_step
     if step is None:

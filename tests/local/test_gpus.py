@@ -12,7 +12,8 @@ from launcher.cli import main as cli
 from launcher.core.errors import SpecError
 from launcher.core.load import load_job
 from launcher.local import gpus
-from launcher.local.runner import LocalPaths, worker_commands
+from launcher.local.paths import LocalPaths
+from launcher.local.runner import worker_commands
 
 
 def test_the_driver_lists_the_gpus(tmp_path: Path) -> None:

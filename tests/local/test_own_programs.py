@@ -417,19 +417,19 @@ def test_a_local_run_writes_the_programs_layout_and_removes_only_its_own_stale_f
     tmp_path: Path,
 ) -> None:
     from launcher.core.load import load_job
-    from launcher.local import runner
+    from launcher.local import paths as paths_lib
 
     root = tmp_path / "prog"
     main = _two_files(root, "X = 1\n")
-    paths = runner.LocalPaths(tmp_path / "run")
+    paths = paths_lib.LocalPaths(tmp_path / "run")
     paths.script_dir.mkdir(parents=True)
     (paths.script_dir / "users_own.txt").write_text("keep me")
     (root / "old.py").write_text("")
     main.write_text("import mnist_setup\nimport old\n")
-    runner._write_script(load_job(None, [("spec.script", str(main))]), paths)
+    paths_lib.write_script(load_job(None, [("spec.script", str(main))]), paths)
     assert (paths.script_dir / "old.py").exists()
     main.write_text("import mnist_setup\n")
-    runner._write_script(load_job(None, [("spec.script", str(main))]), paths)
+    paths_lib.write_script(load_job(None, [("spec.script", str(main))]), paths)
     assert not (paths.script_dir / "old.py").exists()  # a stale module is not importable
     assert (paths.script_dir / "mnist_setup.py").read_text() == "X = 1\n"
     assert (paths.script_dir / "users_own.txt").read_text() == "keep me"

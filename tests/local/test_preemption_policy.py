@@ -7,7 +7,8 @@ import pytest
 from launcher.core import contract
 from launcher.core.errors import SpecError
 from launcher.core.load import load_job
-from launcher.local.runner import Attempt, describe_preemption, next_step
+from launcher.core.worker_end import GroupEnd
+from launcher.local.runner import describe_preemption
 
 P = contract.EXIT_PREEMPTED
 
@@ -26,18 +27,19 @@ P = contract.EXIT_PREEMPTED
     ],
 )
 def test_a_preemption_resumes_without_using_a_retry(codes, restarts, expected):
-    assert next_step(Attempt(codes), restarts, backoff_limit=3) == expected
+    assert GroupEnd.of(codes).next_step(restarts, backoff_limit=3) == expected
 
 
 def test_the_restart_says_where_the_group_resumes():
-    attempt = Attempt((P, P), (None, None), (None, 70))
+    attempt = GroupEnd.of((P, P), (None, None), (None, 70))
     assert describe_preemption(attempt) == (
         "preempted, every worker saved at step 70; resuming at step 70"
     )
-    assert describe_preemption(Attempt((P, None))) == (
+    assert describe_preemption(GroupEnd.of((P, None))) == (
         "preempted, resuming from the last checkpoint"
     )
-    assert Attempt((P, None)).describe() == "worker 0 exited 79 (preempted, saved)"
+    assert GroupEnd.of((P, None)).ends[0].describe() == "worker 0 exited 79 (preempted, saved)"
+    assert GroupEnd.of((P, None)).culprit is None  # a preemption is no failure
 
 
 def test_the_trainers_line_is_what_the_launcher_parses():

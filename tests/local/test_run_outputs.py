@@ -15,7 +15,7 @@ import pytest
 
 from launcher.core import contract, curves
 from launcher.local.console import is_cpp_log_start
-from launcher.local.runner import LocalPaths
+from launcher.local.paths import LocalPaths
 from tests.pictures import assert_rich_png
 
 from .conftest import LOCAL_RUN_EPOCHS, LocalRun

@@ -16,9 +16,11 @@ import pytest
 
 from launcher.core import contract, progress
 from launcher.core.load import load_job
+from launcher.core.worker_end import GroupEnd
 from launcher.local import runner
 from launcher.local.isolation import Isolation
-from launcher.local.runner import Attempt, LocalPaths, next_step, worker_commands
+from launcher.local.paths import LocalPaths, resume_point
+from launcher.local.runner import worker_commands
 
 from .conftest import LOCAL_RUN_EPOCHS, LOCAL_RUN_EVAL_BATCH, LocalRun, default_env
 
@@ -124,7 +126,7 @@ def test_trainer_args_after_double_dash_never_become_the_spec(spec_file, extra, 
     ],
 )
 def test_group_restart_policy_matches_the_clusters(codes, restarts, expected):
-    assert next_step(Attempt(codes), restarts, backoff_limit=3) == expected
+    assert GroupEnd.of(codes).next_step(restarts, backoff_limit=3) == expected
 
 
 PEER_DIED = "training failed because a peer died, froze or restarted (UnavailableError: ...)"
@@ -149,7 +151,7 @@ PEER_DIED = "training failed because a peer died, froze or restarted (Unavailabl
 def test_a_failed_attempt_names_the_cause_first_with_the_trainers_own_reason(
     codes, errors, expected
 ):
-    assert Attempt(codes, errors).describe() == expected
+    assert GroupEnd.of(codes, errors).describe() == expected
 
 
 DEADLINE = ":DEADLINE_EXCEEDED:Deadline Exceeded {grpc_status:4} (the program exited 1)"
@@ -161,7 +163,7 @@ def test_a_program_killed_by_a_signal_is_the_cause_whatever_order_the_exits_came
     """Under load the survivor's collective timeout can reach tflaunch before the killed
     worker's wrapper says its program died of SIGKILL (both wrappers exit 1)."""
     codes = (1, 1) if order == "killed worker first" else (1, None)
-    attempt = Attempt(codes, (DEADLINE, KILLED_MID_EPOCH), (), (None, "SIGKILL"))
+    attempt = GroupEnd.of(codes, (DEADLINE, KILLED_MID_EPOCH), (), (None, "SIGKILL"))
     assert attempt.describe().startswith(
         "worker 1 was killed by SIGKILL: 3/70 [>....] - ETA: 5s - loss: 4.3331 (worker 0 "
     ), attempt.describe()
@@ -184,11 +186,11 @@ NAME_ERROR = "NameError: name 'mnist_setpu' is not defined (the program exited 1
     ],
 )  # fmt: skip
 def test_the_same_program_error_on_every_worker_is_not_retried(codes, errors, signals, expected):
-    assert next_step(Attempt(codes, errors, (), signals), 0, backoff_limit=3) == expected
+    assert GroupEnd.of(codes, errors, (), signals).next_step(0, backoff_limit=3) == expected
 
 
 def test_the_final_line_of_a_program_error_says_it_once_and_why_not_retried(tmp_path):
-    attempt = Attempt((1, 1), (NAME_ERROR, NAME_ERROR))
+    attempt = GroupEnd.of((1, 1), (NAME_ERROR, NAME_ERROR))
     text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path), Isolation())
     assert text.count("NameError") == 1 and text.count("not retried") == 1, text
     assert "gave up" not in text and "restarts" not in text
@@ -196,7 +198,7 @@ def test_the_final_line_of_a_program_error_says_it_once_and_why_not_retried(tmp_
 
 def test_the_final_line_of_a_configuration_error_says_not_retried_once(tmp_path):
     error = "no data at /data (the program exited 78)"
-    attempt = Attempt((None, contract.EXIT_CONFIG_ERROR), (None, error))
+    attempt = GroupEnd.of((None, contract.EXIT_CONFIG_ERROR), (None, error))
     text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path), Isolation())
     assert text.startswith("worker 1 exited 78 (configuration error): no data at /data; ")
     assert text.count("configuration error") == 1 and text.count("not retried") == 1, text
@@ -228,11 +230,11 @@ def test_a_worker_failing_in_a_collective_after_its_peers_finished_is_not_retrie
 ):
     """A finished peer ran every collective it would ever run: the worker still in one ran a
     path the others did not (a save only the chief makes), and every restart repeats it."""
-    assert next_step(Attempt(codes, errors, (), signals), 0, backoff_limit=3) == expected
+    assert GroupEnd.of(codes, errors, (), signals).next_step(0, backoff_limit=3) == expected
 
 
 def test_the_final_line_of_a_divergence_names_the_workers_and_the_fix(tmp_path):
-    attempt = Attempt((1, 0), (COLLECTIVE_ABORTED, None))
+    attempt = GroupEnd.of((1, 0), (COLLECTIVE_ABORTED, None))
     text = runner._failure(attempt, load_job(None), 0, LocalPaths(tmp_path), Isolation())
     assert text.startswith(
         "worker 0 failed in a collective operation (UnavailableError) after worker 1 had "
@@ -246,11 +248,11 @@ def test_the_final_line_of_a_divergence_names_the_workers_and_the_fix(tmp_path):
 def test_a_restart_resumes_only_from_a_checkpoint_that_exists(tmp_path):
     paths = LocalPaths(tmp_path)
     paths.checkpoint_dir.mkdir()
-    assert runner._resume_point(paths) == (
+    assert resume_point(paths) == (
         f"restarting from the beginning (no checkpoint in {paths.checkpoint_dir})"
     )
     (paths.checkpoint_dir / "chief").mkdir()
-    assert runner._resume_point(paths) == f"resuming from the checkpoint in {paths.checkpoint_dir}"
+    assert resume_point(paths) == f"resuming from the checkpoint in {paths.checkpoint_dir}"
 
 
 # --- real TensorFlow processes -------------------------------------------------------------
@@ -384,7 +386,7 @@ def test_a_configuration_error_is_not_retried(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "(configuration error)" in run.stderr and "; not retried;" in run.stderr
+    assert "(configuration error)" in run.stderr and "; not retried: a restart cannot fix it;" in run.stderr
     assert "is not a readable .npz file" in run.stderr, "the failure must say why, not only that"
     assert "restarting" not in run.stdout
     assert len(run.stderr.strip().splitlines()) == 1

@@ -20,7 +20,7 @@ from launcher.cli import operator_jobs
 from launcher.cluster import status
 from launcher.core import contract
 from launcher.core.timestamps import format_time
-from launcher.local.runner import Attempt, next_step
+from launcher.core.worker_end import GroupEnd
 from launcher.operator import crd, preemptions
 from tests.operator.sim import T0, Cluster, resource
 
@@ -226,7 +226,7 @@ def test_every_exit_code_means_the_same_to_the_job_the_operator_and_local_mode()
     disagreements = []
     for code in range(256):
         kubernetes = KUBERNETES[_job_controller(job, code)]
-        local = next_step(Attempt((code, 0)), 0, backoff_limit=3)
+        local = GroupEnd.of((code, 0)).next_step(0, backoff_limit=3)
         operator = _operator(code)
         if not kubernetes == local == operator:
             disagreements.append((code, kubernetes, local, operator))
@@ -240,12 +240,12 @@ def test_a_worker_failing_in_a_collective_after_its_peer_finished_is_one_failure
         "UnavailableError: Collective ops is aborted by: Error reported from "
         "/job:worker/task:1 (the program exited 1)"
     )
-    attempt = Attempt((1, 0), (error, None))
+    attempt = GroupEnd.of((1, 0), (error, None))
     cluster = _running()
     cluster.finish_worker(1)
     cluster.fail_worker(0, exit_code=1, message=error)
     cluster.reconcile()
-    assert next_step(attempt, 0, backoff_limit=3) == "fail"
+    assert attempt.next_step(0, backoff_limit=3) == "fail"
     assert cluster.status.phase == "Failed"
     assert attempt.divergence is not None
     assert cluster.status.message.startswith(attempt.divergence.describe())
