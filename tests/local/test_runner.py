@@ -386,7 +386,8 @@ def test_a_configuration_error_is_not_retried(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "(configuration error)" in run.stderr and "; not retried: a restart cannot fix it;" in run.stderr
+    assert "(configuration error)" in run.stderr
+    assert "; not retried: a restart cannot fix it;" in run.stderr
     assert "is not a readable .npz file" in run.stderr, "the failure must say why, not only that"
     assert "restarting" not in run.stdout
     assert len(run.stderr.strip().splitlines()) == 1
