@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, NoReturn
 
-from launcher.core import contract
+from launcher.core import contract, exit_policy
 from trainer import logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog
@@ -75,12 +75,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
             "TF_CONFIG, GPUs and peers first, then run CMD with the tflaunch environment.\n"
             "Example: python -m trainer.run --expect-gpus 0 -- python train.py --epochs 3"
         ),
-        epilog=(
-            f"Exit codes: {contract.EXIT_OK} done; {contract.EXIT_CONFIG_ERROR} configuration "
-            f"error (the wrapper's or the program's; never retried); "
-            f"{contract.EXIT_RENDEZVOUS_TIMEOUT} peers never came; {contract.EXIT_PREEMPTED} "
-            f"the program was preempted and saved; {contract.EXIT_TRANSIENT} anything else "
-            "(the group is restarted)."
+        epilog=(  # the exit-code table's own words, as tflaunch prints them
+            f"Exit codes: {contract.EXIT_OK} done; "
+            + "; ".join(f"{rule.code} {rule.said} ({rule.why})" for rule in exit_policy.RULES)
+            + f"; {contract.EXIT_TRANSIENT} anything else (the group is restarted)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

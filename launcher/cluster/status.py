@@ -17,9 +17,10 @@ from typing import Any, Literal
 from launcher.api import rules
 from launcher.api.status import Status
 from launcher.cluster import preemptions as preemptions_lib
-from launcher.core import contract, labels, reading
+from launcher.core import labels, reading, worker_end
 from launcher.core.group_status import group_status, newest_first, replacements
-from launcher.core.timestamps import EPOCH, created_at, parse_time
+from launcher.core.timestamps import created_at, parse_time
+from launcher.core.worker_end import WorkerEnd
 
 State = Literal["Pending", "Running", "Succeeded", "Failed", "Suspended", "Unknown"]
 Obj = Mapping[str, Any]
@@ -43,6 +44,8 @@ class Worker:
     exit_code: int | None = None
     finished: datetime.datetime | None = None
     """When its container terminated."""
+    end: WorkerEnd | None = None
+    """How its trainer ended, once it has (`launcher.core.worker_end`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +209,7 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
         reason=reason,
         exit_code=exit_code,
         finished=_finished_at(pod),
+        end=WorkerEnd.from_pod(pod),
     )
 
 
@@ -233,48 +237,12 @@ def pod_state(pod: Obj) -> tuple[str, str | None, int | None]:
         waiting = state.get("waiting")
         return phase, _reason(waiting.get("reason"), waiting) if waiting else None, None
     if phase == "Failed":
-        if terminated:
-            code = terminated.get("exitCode")
-            words = describe_exit(code, terminated.get("reason"), terminated, _memory_limit(pod))
-            return phase, words, code
+        end = WorkerEnd.from_pod(pod)
+        if terminated and end is not None:
+            detail = end.detail()
+            return phase, end.how() + (f": {first_line(detail)}" if detail else ""), end.exit_code
         return phase, _reason(status.get("reason") or "Failed", status), None
     return phase, None, (terminated or {}).get("exitCode")
-
-
-def _memory_limit(pod: Obj) -> str | None:
-    """The trainer container's memory limit as written in its spec (`4Gi`), if it has one."""
-    containers = reading.spec(pod).get("containers") or []
-    trainer = next((c for c in containers if c.get("name") == "trainer"), None)
-    trainer = trainer or (containers[0] if containers else {})
-    limit = ((trainer.get("resources") or {}).get("limits") or {}).get("memory")
-    return None if limit is None else str(limit)
-
-
-def describe_exit(
-    code: int | None,
-    reason: str | None,
-    terminated: Obj | None = None,
-    memory_limit: str | None = None,
-) -> str:
-    """A worker's exit in words: `config error (exit 78)`, `OOMKilled (exit 137)`..."""
-    if code == contract.EXIT_CONFIG_ERROR:
-        text = f"config error (exit {code})"
-    elif code == contract.EXIT_RENDEZVOUS_TIMEOUT:
-        text = f"rendezvous timeout (exit {code}): peers never became reachable"
-    elif code == contract.EXIT_PREEMPTED:  # the message says the step it resumes at
-        text = f"preempted, saved (exit {code}; not a failure, the Job replaces the pod)"
-    elif reason == "OOMKilled":
-        limit = f" at its memory limit {memory_limit}" if memory_limit else ""
-        text = (
-            f"OOMKilled (exit {code}){limit}: raise spec.resources.limits.memory or lower "
-            "spec.trainer.globalBatchSize"
-        )
-    elif code is not None and code > 128:
-        text = f"{reason or 'killed'} (exit {code}, signal {code - 128})"
-    else:
-        text = f"{reason or 'Error'} (exit {code})"
-    message = first_line((terminated or {}).get("message"))
-    return f"{text}: {message}" if message else text
 
 
 def _reason(reason: str | None, source: Obj) -> str | None:
@@ -382,17 +350,19 @@ def progress_line(status: JobStatus, elapsed: float, training: str | None = None
 
 
 def failure_message(status: JobStatus) -> str:
-    """Why the job failed: its condition and the worker(s) that failed for good."""
+    """Why the job failed: its condition, then the worker to blame and how each failed worker
+    ended, in the words `tflaunch local` and the operator use (`worker_end.account`)."""
+    ends = [w.end for w in status.workers if w.end is not None]
     failed = [w for w in status.workers if w.phase == "Failed"]
-    first = sorted(failed, key=lambda w: (w.finished or w.created or EPOCH, w.index))[:1]
-    culprits = "; ".join(
-        f"worker {w.index} (pod {w.pod}) failed: {w.reason or 'unknown reason'}"
-        + (f", after {w.restarts} restart{'s' if w.restarts != 1 else ''}" if w.restarts else "")
-        for w in first
-    )
-    others = len(failed) - len(first)
-    also = f" ({others} other worker{'s' if others != 1 else ''} failed too)" if others > 0 else ""
-    condition = status.condition or "Failed"
-    text = f"job {status.name} failed: {condition}"
-    text = f"{text}; {culprits}{also}" if culprits else text
+    text = f"job {status.name} failed: {status.condition or 'Failed'}"
+    if any(end.failed for end in ends):
+        text += f"; {worker_end.account(ends)}"
+        if why := worker_end.not_retried(worker_end.culprit(ends)):
+            text += f"; {why}"
+    elif failed:  # a pod that failed without its trainer ending (evicted before it started)
+        text += "; " + "; ".join(
+            f"worker {w.index} failed: {w.reason or 'unknown'}" for w in failed
+        )
+    if status.restarts:
+        text += f"; after {status.restarts} group restart{'s' if status.restarts != 1 else ''}"
     return f"{text}; {status.divergence.describe()}" if status.divergence else text

@@ -65,6 +65,12 @@ def rule_for(code: int | None) -> ExitRule | None:
     return _BY_CODE.get(code) if code is not None else None
 
 
+def why(code: int) -> str:
+    """What the group does about exit `code` and why (its rule's `why`; "" without one)."""
+    rule = rule_for(code)
+    return rule.why if rule else ""
+
+
 def group_action(code: int | None) -> GroupAction:
     """What one worker's exit asks of the group (None: it did not exit on its own)."""
     if code == contract.EXIT_OK:

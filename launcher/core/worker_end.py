@@ -97,7 +97,7 @@ class WorkerEnd:
         if self.reason == "OOMKilled":
             limit = f" at its memory limit {self.memory_limit}" if self.memory_limit else ""
             return (
-                f"was killed by the kernel's OOM killer (exit {code}){limit}: raise "
+                f"was OOMKilled (exit {code}){limit}: raise "
                 "spec.resources.limits.memory or lower spec.trainer.globalBatchSize"
             )
         if self.signal:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import signal
 
 from launcher.core import contract
 from launcher.core import progress as progress_lib
 from launcher.core.progress import Progress
+from launcher.core.worker_end import WorkerEnd
 
 STARTING = "starting"
 WAITING = "waiting for peers"
@@ -50,9 +50,7 @@ def exit_state(code: int | None) -> str:
         return STOPPED
     if code == contract.EXIT_OK:
         return DONE
-    if code < 0:
-        return f"killed by {signal.Signals(-code).name}"
-    return f"exited {code}"
+    return WorkerEnd(0, code).how().removeprefix("was ")  # the words every reader uses
 
 
 @dataclasses.dataclass

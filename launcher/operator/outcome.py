@@ -13,8 +13,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from launcher.core import contract, exit_policy
+from launcher.core import contract, exit_policy, worker_end
 from launcher.core.reading import (
+    WorkerExit,
     failed_workers,
     group_outcome,
     job_complete,
@@ -33,15 +34,13 @@ def outcome(g: Group) -> Plan | None:
     """Succeeded, Failed or Restarting, when the live Jobs say so: the exit-code table's
     decision (`reading.group_outcome`, local mode's too) from the failed workers' exits."""
     exits = failed_workers(g.pods)
+    ends = worker_end.ends_of(g.pods)
     failures = [(j, c) for j in g.live if (c := job_failed(j)) is not None]
-    fatal = [e for e in exits if exit_policy.group_action(e.exit_code) == "fail"]
-    if fatal or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
-        what = fatal[0].describe() if fatal else _job_message(failures)
+    why = worker_end.not_retried(worker_end.culprit(ends))
+    if why or any(c.get("reason") == "PodFailurePolicy" for _, c in failures):
+        what = worker_end.account(ends) if why else _job_message(failures)
         return fail(
-            g,
-            "ConfigError",
-            f"{what}; exit code {contract.EXIT_CONFIG_ERROR} is a configuration error "
-            "that a restart cannot fix",
+            g, "ConfigError", f"{what}; {why or exit_policy.why(contract.EXIT_CONFIG_ERROR)}"
         )
     if any(c.get("reason") == "DeadlineExceeded" for _, c in failures):
         return fail(
@@ -55,7 +54,7 @@ def outcome(g: Group) -> Plan | None:
             g, "ProgramsDiverged", f"{diverged.describe()}; not retried: a restart would repeat it"
         )
     if failures:
-        what = exits[0].describe() if exits else _job_message(failures)
+        what = _what_failed(ends, exits, failures)
         # A failed Job is never "done": an exit 0 of a failed pod counts as a stop.
         decision = group_outcome(
             [e.exit_code or None for e in exits],
@@ -121,6 +120,18 @@ def _restart(g: Group, what: str) -> Plan:
         events=transition_events(g.old, status),
         requeue_after=RESTART_POLL_SECONDS,
     )
+
+
+def _what_failed(
+    ends: Sequence[worker_end.WorkerEnd],
+    exits: Sequence[WorkerExit],
+    failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> str:
+    """The failure in the words every reader uses (`worker_end.account`); a pod that failed
+    without its trainer ending (evicted before it started) by its pod's reason."""
+    if any(end.failed for end in ends):
+        return worker_end.account(ends)
+    return exits[0].describe() if exits else _job_message(failures)
 
 
 def _job_message(failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:

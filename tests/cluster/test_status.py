@@ -68,11 +68,11 @@ def test_exit_code_78_is_a_config_error_and_fails_the_job_by_pod_failure_policy(
     result = summary([job], pods)
 
     assert result.state == "Failed"
-    assert result.workers[1].reason == "config error (exit 78)"
+    assert result.workers[1].reason == "exited 78 (configuration error)"
     assert result.condition == f"Failed: PodFailurePolicy: {message}"
     assert status.failure_message(result) == (
         f"job mnist failed: Failed: PodFailurePolicy: {message}; "
-        "worker 1 (pod mnist-worker-1-a0) failed: config error (exit 78)"
+        "worker 1 exited 78 (configuration error); not retried: a restart cannot fix it"
     )
 
 
@@ -109,7 +109,7 @@ def test_an_oom_killed_worker_says_so_with_its_memory_limit_and_the_fix() -> Non
     (worker, _) = summary([job], [pod]).workers
 
     assert worker.reason == (
-        "OOMKilled (exit 137) at its memory limit 3Gi: raise spec.resources.limits.memory "
+        "was OOMKilled (exit 137) at its memory limit 3Gi: raise spec.resources.limits.memory "
         "or lower spec.trainer.globalBatchSize"
     )
     assert worker.exit_code == 137
@@ -216,7 +216,7 @@ def test_status_shows_the_failed_condition(
 
     result = tflaunch("status", "mnist")
 
-    assert "Error (exit 1)" in result.out
+    assert "exited 1" in result.out
     assert result.out.splitlines()[-1] == (
         "condition: Failed: BackoffLimitExceeded: Job has reached the limit"
     )

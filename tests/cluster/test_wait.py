@@ -143,7 +143,7 @@ def test_waiting_ends_with_3_naming_the_worker_that_failed_for_good(
     assert result.code == ExitStatus.JOB_FAILED
     assert result.err.splitlines()[-1] == (
         f"tflaunch: error: job mnist failed: Failed: PodFailurePolicy: {message}; "
-        "worker 1 (pod mnist-worker-1-a0) failed: config error (exit 78)"
+        "worker 1 exited 78 (configuration error); not retried: a restart cannot fix it"
     )
 
 
@@ -319,9 +319,9 @@ def test_a_failure_after_a_preemption_says_the_preemption_apart_from_the_cause(
 
     assert result.code == ExitStatus.JOB_FAILED
     assert result.err.splitlines()[-1] == (
-        "tflaunch: error: job mnist failed: Failed: PodFailurePolicy: exit 78; worker 1 (pod "
-        "mnist-worker-1-a1) failed: config error (exit 78) (earlier: preempted 1x, resumed "
-        "from the last checkpoint)"  # the pod replaced after exit 79 is no restart
+        "tflaunch: error: job mnist failed: Failed: PodFailurePolicy: exit 78; worker 1 exited "
+        "78 (configuration error); not retried: a restart cannot fix it (earlier: preempted "
+        "1x, resumed from the last checkpoint)"  # the pod replaced after exit 79 is no restart
     )
 
 

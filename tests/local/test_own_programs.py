@@ -287,6 +287,32 @@ def test_one_local_worker_reads_tf_config_as_the_tutorials_do(tmp_path: Path) ->
     assert "[worker 0] workers 1 index 0" in run.stdout
 
 
+def test_each_local_worker_writes_to_its_own_directory_and_the_callers_stays_clean(
+    tmp_path: Path,
+) -> None:
+    """TensorFlow's tutorials write `./training_checkpoints` and h5 files: in pods each worker
+    has its own filesystem, so locally each has its own working directory too (shared, two
+    workers locking one h5 file failed with BlockingIOError)."""
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import json, os\n"
+        "index = json.loads(os.environ['TF_CONFIG'])['task']['index']\n"
+        "with open('weights.h5', 'x') as f:\n"  # 'x': fails if another worker made it
+        "    f.write(str(index))\n"
+    )
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    run = subprocess.run(
+        _tflaunch("--script", str(script), "--workers", "2", "--workdir", str(tmp_path / "run")),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(), cwd=caller,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    workers = tmp_path / "run" / "workers"
+    assert [(workers / f"worker-{i}" / "weights.h5").read_text() for i in (0, 1)] == ["0", "1"]
+    assert list(caller.iterdir()) == []
+    assert f"each worker's own files in {workers}/worker-<i>" in run.stdout.splitlines()[-1]
+
+
 def test_worker_logs_are_written_while_the_program_runs(tmp_path: Path) -> None:
     """`tail -f WORKDIR/logs/worker-0.log` follows a run: each line is flushed."""
     script = tmp_path / "train.py"

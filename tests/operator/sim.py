@@ -147,19 +147,18 @@ class Cluster:
                 self.pods[pod["metadata"]["name"]] = pod
             job["status"] = {"active": _count(job), "ready": _count(job)}
 
-    def fail_worker(self, index: int, exit_code: int = 1, message: str = "") -> None:
+    def fail_worker(
+        self, index: int, exit_code: int = 1, message: str = "", finished_at: str | None = None
+    ) -> None:
         """Worker `index` exits; its Job (backoffLimit 0) fails, as Kubernetes would."""
         pod = next(p for p in self.pods.values() if _index(p) == index)
+        ended = {"exitCode": exit_code, "reason": "Error", "message": message}
+        if finished_at is not None:
+            ended["finishedAt"] = finished_at
         pod["status"] = {
             "phase": "Failed",
-            "containerStatuses": [
-                {
-                    "name": "trainer",
-                    "state": {"terminated": {"exitCode": exit_code, "reason": "Error",
-                                             "message": message}},
-                }
-            ],
-        }  # fmt: skip
+            "containerStatuses": [{"name": "trainer", "state": {"terminated": ended}}],
+        }
         job = next(j for j in self.jobs.values() if j["metadata"]["uid"] == _owner_uid(pod))
         reason = (
             "PodFailurePolicy"

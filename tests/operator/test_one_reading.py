@@ -18,7 +18,7 @@ import pytest
 from launcher.api.status import Status
 from launcher.cli import operator_jobs
 from launcher.cluster import status
-from launcher.core import contract
+from launcher.core import contract, worker_end
 from launcher.core.timestamps import format_time
 from launcher.core.worker_end import GroupEnd
 from launcher.operator import crd, preemptions
@@ -249,3 +249,62 @@ def test_a_worker_failing_in_a_collective_after_its_peer_finished_is_one_failure
     assert cluster.status.phase == "Failed"
     assert attempt.divergence is not None
     assert cluster.status.message.startswith(attempt.divergence.describe())
+
+
+KILLED = "3/70 [>....] - ETA: 5s - loss: 4.3331 (the program was killed by SIGKILL)"
+TIMED_OUT = ":DEADLINE_EXCEEDED:Deadline Exceeded {grpc_status:4} (the program exited 1)"
+NO_DATA = "no data at /data (the program exited 78)"
+PEERS = "peers never came: mnist-worker-1.mnist:2222"
+LOST = "UnavailableError: peer lost (the program exited 1)"
+
+
+@pytest.mark.parametrize(
+    "exits, sentence",
+    [
+        pytest.param(  # the survivor's timeout reaches tflaunch before the killed worker's end
+            [(0, 1, TIMED_OUT), (1, 1, KILLED)],
+            "worker 1 was killed by SIGKILL: 3/70 [>....] - ETA: 5s - loss: 4.3331 "
+            "(worker 0 exited 1 too)",
+            id="a worker killed",
+        ),
+        pytest.param(
+            [(1, 78, NO_DATA)],
+            "worker 1 exited 78 (configuration error): no data at /data; not retried: a "
+            "restart cannot fix it",
+            id="a configuration error",
+        ),
+        pytest.param(
+            [(1, 1, LOST), (0, 75, PEERS)],
+            f"worker 0 exited 75 (peers never came): {PEERS} (worker 1 exited 1 too)",
+            id="a peer timing out first",
+        ),
+        pytest.param(  # the same kind of end: the first to end is the cause, not worker 0
+            [(1, 1, "ValueError: bad shape (the program exited 1)"), (0, 1, LOST)],
+            "worker 1 exited 1: ValueError: bad shape (worker 0 exited 1 too)",
+            id="the first of two plain failures",
+        ),
+    ],
+)
+def test_local_mode_wait_and_the_operator_blame_the_same_worker_in_the_same_words(exits, sentence):
+    """`exits`: (worker, exit code, last error) in the order they ended, a second apart."""
+    finished = {index: T0 + (n + 1) * SECOND for n, (index, _, _) in enumerate(exits)}
+    codes = {index: code for index, code, _ in exits}
+    errors = {index: error for index, _, error in exits}
+    local = GroupEnd.of(
+        [codes.get(i) for i in range(2)],
+        [errors.get(i) for i in range(2)],
+        signals=[worker_end.program_signal(errors.get(i)) for i in range(2)],
+        finished=[finished.get(i) for i in range(2)],
+    )
+    cluster = _running()
+    for index, code, error in exits:
+        cluster.fail_worker(index, code, error, format_time(finished[index]))
+    jobs, pods = list(cluster.jobs.values()), list(cluster.pods.values())
+    wait = status.failure_message(status.summarize("mnist", "default", jobs, pods))
+    cluster.reconcile()
+    said = {"local": local.describe(), "wait": wait, "operator": cluster.status.message}
+    if why := worker_end.not_retried(local.culprit):
+        said["local"] += f"; {why}"
+    assert {mode: sentence in text for mode, text in said.items()} == dict.fromkeys(said, True), (
+        said
+    )
