@@ -137,7 +137,7 @@ import yaml
 
 from launcher.core.errors import SpecError
 from launcher.core.load import job_from_document
-from launcher.core.yamldoc import apply_overrides, read_document
+from launcher.core.yamldoc import apply_overrides, dump, read_document
 
 spec, name, namespace, image, workers, epochs = sys.argv[1:]
 try:
@@ -157,7 +157,7 @@ try:
     job_from_document(document)
 except SpecError as error:
     sys.exit(f"kind-operator-test: the MultiWorkerJob made from {spec} is invalid: {error}")
-yaml.safe_dump(document, sys.stdout, sort_keys=False)
+sys.stdout.write(dump(document))  # its numbers as written (yamldoc.Dumper)
 EOF
 
 log "applying MultiWorkerJob $NAME: $WORKERS CPU workers, $EPOCHS epoch(s), image $IMAGE, namespace $NAMESPACE"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-import yaml
 
 from launcher.core import load, tfjob, yamldoc
 from launcher.core.errors import SpecError
@@ -25,7 +24,7 @@ def convert_command(tfjob_file: str) -> None:
     load.job_from_document(converted)  # what is printed is a valid MultiWorkerJob
     for line in tfjob.notes(document):
         click.echo(f"# {line}")
-    click.echo(yaml.safe_dump(converted, sort_keys=False), nl=False)
+    click.echo(yamldoc.dump(converted), nl=False)
 
 
 COMMANDS = (convert_command,)

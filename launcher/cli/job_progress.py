@@ -83,12 +83,12 @@ def chief_pod(summary: status_lib.JobStatus) -> str | None:
 def latest(cluster: Cluster, summary: status_lib.JobStatus) -> Seen | None:
     """The job's latest progress from the tail of the chief's log (a job the operator runs
     shows its MultiWorkerJob's status.progress instead: `from_resource`)."""
-    from launcher.cluster import custom
+    from launcher.cluster import logs
 
     pod = chief_pod(summary)
     if pod is None:
         return None
     try:
-        return from_log(custom.pod_log_tail(cluster, pod, summary.namespace, LOG_TAIL_LINES))
+        return from_log(logs.pod_log_tail(cluster, pod, summary.namespace, LOG_TAIL_LINES))
     except ClusterError:
         return None

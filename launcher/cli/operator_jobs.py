@@ -130,7 +130,7 @@ def wait_for_multiworkerjob(
         say: prints a line on stderr (above the progress line).
         show: redraws the progress line (text, key that changes only when it matters).
     """
-    from launcher.cluster import custom, operated
+    from launcher.cluster import operated
     from launcher.cluster.retry import retrying
 
     meta = resource.get("metadata") or {}
@@ -143,7 +143,7 @@ def wait_for_multiworkerjob(
     while True:
         elapsed = time.monotonic() - start
         current_obj = retrying(
-            lambda: custom.get_custom(cluster, operated.MULTIWORKERJOB, name, namespace),
+            lambda: cluster.get(operated.MULTIWORKERJOB, name, namespace),
             cluster.outage,
         )
         if current_obj is None:
@@ -232,13 +232,13 @@ def with_operator_state(
 def finished_check(cluster: Cluster, name: str, namespace: str) -> Callable[[Any], bool]:
     """For `logs -f`: True once the MultiWorkerJob is Succeeded, Failed or gone (its child
     Jobs fail and vanish at every group restart). Read at most once per POLL_SECONDS."""
-    from launcher.cluster import custom, operated
+    from launcher.cluster import operated
 
     last: list[Any] = [0.0, False]
 
     def finished(_objects: Any) -> bool:
         if time.monotonic() - last[0] >= POLL_SECONDS:
-            current = custom.get_custom(cluster, operated.MULTIWORKERJOB, name, namespace)
+            current = cluster.get(operated.MULTIWORKERJOB, name, namespace)
             last[:] = [time.monotonic(), current is None or status_of(current).phase in DONE]
         return bool(last[1])
 

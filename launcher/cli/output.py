@@ -16,11 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
-import yaml
 
 from launcher.api.status import Status
 from launcher.cluster import doctor, status
-from launcher.core import documents
+from launcher.core import documents, yamldoc
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,7 +148,7 @@ def dump(document: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False)
     if fmt == "yaml":
-        text = yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=2**20)
+        text = yamldoc.dump(dict(document), allow_unicode=True, width=2**20)
         return text.rstrip("\n")  # long lines unwrapped, as kubectl prints them
     raise ValueError(f"not a document format: {fmt}")
 

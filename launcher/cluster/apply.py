@@ -29,6 +29,14 @@ from launcher.core import labels, names, reading
 from launcher.core.errors import ClusterError, Conflict, Invalid, NotFound, SpecChanged
 
 
+def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
+    """Create one object as given (owner references included); None when the name is taken."""
+    try:
+        return cluster.create(obj)
+    except Conflict:
+        return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Applied:
     """What `apply_job` did to one object."""

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from launcher.cluster.cancel import Cancel
 from launcher.cluster.errors import one_line, translate, unreachable
-from launcher.cluster.kinds import CustomObjects, Kind
+from launcher.cluster.kinds import Kind
 from launcher.cluster.retry import Outage
 from launcher.cluster.wire import (
     CONNECT_TIMEOUT,
@@ -43,46 +43,38 @@ from launcher.cluster.wire import (
     Gone,
     apply_body,
     lines,
-    plain_call,
     read_json,
 )
 from launcher.cluster.wire import Obj as Obj
 from launcher.core.errors import Conflict, NotFound, SpecError
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
 
 # --- Kinds ---------------------------------------------------------------------------------
 
 KINDS: dict[str, Kind] = {
     k.kind: k
     for k in (
-        Kind("Job", "batch/v1", "jobs", client.BatchV1Api, "job"),
-        Kind("Pod", "v1", "pods", client.CoreV1Api, "pod"),
-        Kind("Service", "v1", "services", client.CoreV1Api, "service"),
-        Kind("ConfigMap", "v1", "configmaps", client.CoreV1Api, "config_map"),
-        Kind("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies",
-             client.NetworkingV1Api, "network_policy"),
-        Kind("EndpointSlice", "discovery.k8s.io/v1", "endpointslices",
-             client.DiscoveryV1Api, "endpoint_slice"),
-        Kind("ResourceQuota", "v1", "resourcequotas", client.CoreV1Api, "resource_quota"),
-        Kind("Event", "v1", "events", client.CoreV1Api, "event"),
-        Kind("Lease", "coordination.k8s.io/v1", "leases", client.CoordinationV1Api, "lease"),
-        Kind("Node", "v1", "nodes", client.CoreV1Api, "node", namespaced=False),
-        Kind("Namespace", "v1", "namespaces", client.CoreV1Api, "namespace", namespaced=False),
+        Kind("Job", "batch/v1", "jobs"),
+        Kind("Pod", "v1", "pods"),
+        Kind("Service", "v1", "services"),
+        Kind("ConfigMap", "v1", "configmaps"),
+        Kind("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
+        Kind("EndpointSlice", "discovery.k8s.io/v1", "endpointslices"),
+        Kind("ResourceQuota", "v1", "resourcequotas"),
+        Kind("Event", "v1", "events"),
+        Kind("Lease", "coordination.k8s.io/v1", "leases"),
+        Kind("Node", "v1", "nodes", namespaced=False),
+        Kind("Namespace", "v1", "namespaces", namespaced=False),
     )
-}  # fmt: skip
-
-
-def _custom(kind: str, api_version: str, plural: str) -> Kind:
-    def api(api_client: client.ApiClient) -> CustomObjects:
-        return CustomObjects(client.CustomObjectsApi(api_client), api_version, plural)
-
-    return Kind(kind, api_version, plural, api, "custom_object")
-
+}
 
 # The gang schedulers' PodGroups (`launcher.core.gang`): two kinds of one name, so they are
 # known by kind.group, as `kind_key` spells an object's kind.
 for _extra in (
-    _custom("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups"),
-    _custom("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
+    Kind("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups"),
+    Kind("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
 ):
     KINDS[f"{_extra.kind}.{_extra.api_version.partition('/')[0]}"] = _extra
 
@@ -96,17 +88,14 @@ def kind_key(obj: Mapping[str, Any]) -> str:
     return f"{kind}.{api_version.partition('/')[0]}"
 
 
-def kind_of(kind: str) -> Kind:
+def kind_of(kind: str | Kind) -> Kind:
+    """The kind named `kind` in KINDS (a `Kind` is itself: a custom resource's, say)."""
+    if isinstance(kind, Kind):
+        return kind
     try:
         return KINDS[kind]
     except KeyError:
         raise ValueError(f"tflaunch does not handle {kind} objects") from None
-
-
-def custom_kind(kind: str, api_version: str, plural: str) -> Kind:
-    """A custom resource: not in KINDS, served by CustomObjectsApi's generic methods
-    (`launcher.cluster.custom`)."""
-    return Kind(kind, api_version, plural, client.CustomObjectsApi, "custom_object")
 
 
 # --- Connecting ----------------------------------------------------------------------------
@@ -200,8 +189,10 @@ class Credentials:
 class Cluster:
     """The Kubernetes API, as tflaunch uses it: plain dicts in and out, launcher errors.
 
-    A thin handle: the client, the default namespace and the generic verbs. The verbs on a
-    whole job take it as their first argument (`apply.apply_job(cluster, objects)`).
+    A thin handle: the client, the default namespace and the generic verbs, every one of
+    them one `request` (one path builder, one timeout). A kind is named by its KINDS key or
+    given as a `Kind` (a custom resource's). The verbs on a whole job take the handle as
+    their first argument (`apply.apply_job(cluster, objects)`).
 
     Args:
         api_client: a configured `kubernetes.client.ApiClient` (see `connect()`).
@@ -217,7 +208,6 @@ class Cluster:
     ) -> None:
         self.api_client = api_client
         self.namespace = namespace
-        self._apis: dict[Any, Any] = {}
         self.outage = Outage(self.server, notify or (lambda _message: None))
         """Shared by every stream of this handle: one message per outage."""
         self.error_observers: list[Callable[[int], None]] = []
@@ -233,41 +223,62 @@ class Cluster:
         closing: Any = self.api_client
         closing.close()
 
-    def api(self, kind: Kind) -> Any:
-        """The typed API object that serves `kind` (one per API class)."""
-        if kind.api not in self._apis:
-            self._apis[kind.api] = kind.api(self.api_client)
-        return self._apis[kind.api]
-
-    def method(self, kind: Kind, verb: str, all_namespaces: bool = False) -> Any:
-        """The generated client method for `verb` on `kind`, e.g. `read_namespaced_job`."""
-        if not kind.namespaced:
-            name = f"{verb}_{kind.singular}"
-        elif all_namespaces:
-            name = f"{verb}_{kind.singular}_for_all_namespaces"
-        else:
-            name = f"{verb}_namespaced_{kind.singular}"
-        return getattr(self.api(kind), name)
-
     def ns(self, namespace: str | None) -> str:
         """`namespace`, or the handle's default when None."""
         return namespace or self.namespace
 
+    # --- The one request path --------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        k: Kind,
+        namespace: str | None,
+        name: str | None = None,
+        *,
+        subresource: str | None = None,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = JSON,
+        read_timeout: float | None = READ_TIMEOUT,
+    ) -> Any:
+        """One call to the API server: the raw response, unread (`read_json` reads it,
+        `wire.lines` streams it); a non-2xx answer raises `ApiException`. The body goes as
+        the JSON (or bytes) it is, never through the client's typed models: since kubernetes
+        37 those validate against pydantic models (`nvidia.com/gpu: 1` fails there although
+        the API server takes it), and a model drops what this client version does not know.
+        `read_timeout` None: no limit between bytes (a followed log)."""
+        request = self.api_client.param_serialize(
+            method=method,
+            resource_path=resource_path(k, namespace, name, subresource),
+            query_params=list(query),
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        answer: Any = self.api_client.call_api(
+            *request, _request_timeout=(CONNECT_TIMEOUT, read_timeout)
+        )
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException.from_response(http_resp=answer, body=None, data=None)
+        return answer.response
+
     # --- Objects ---------------------------------------------------------------------------
 
-    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+    def get(self, kind: str | Kind, name: str, namespace: str | None = None) -> Obj | None:
         """One object, or None when it does not exist."""
         k = kind_of(kind)
-        args = (name, self.ns(namespace)) if k.namespaced else (name,)
+        ns = self.ns(namespace)
         try:
-            with self.errors("get", k, self.ns(namespace), name):
-                return read_json(self.method(k, "read")(*args, **plain_call()))
+            with self.errors("get", k, ns, name):
+                return read_json(self.request("GET", k, ns, name))
         except NotFound:
             return None
 
     def list_objects(
         self,
-        kind: str,
+        kind: str | Kind,
         namespace: str | None = None,
         label_selector: str | None = None,
         *,
@@ -287,66 +298,35 @@ class Cluster:
         field_selector: str | None = None,
     ) -> tuple[list[Obj], str]:
         """`list_objects`, and the list's resourceVersion (where a watch starts from)."""
-        ns = None if all_namespaces or not k.namespaced else self.ns(namespace)
-        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
-        if field_selector:
-            kwargs["field_selector"] = field_selector
-        with self.errors("list", k, ns):
-            method = self.method(k, "list", all_namespaces=all_namespaces)
-            args = (ns,) if ns is not None else ()
-            data = read_json(method(*args, **kwargs, **plain_call()))
+        ns = None if all_namespaces else self.ns(namespace)
+        with self.errors("list", k, ns if k.namespaced else None):
+            data = read_json(self.request("GET", k, ns, query=_selectors(selector, field_selector)))
         items = list(data.get("items") or [])
         for item in items:  # list items carry no kind; give them one, like kubectl get -o json
             item.setdefault("apiVersion", k.api_version)
             item.setdefault("kind", k.kind)
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
-    def apply(self, obj: Obj, *, dry_run: bool = False, force: bool = True) -> Obj:
+    def apply(
+        self, obj: Obj, *, kind: Kind | None = None, dry_run: bool = False, force: bool = True
+    ) -> Obj:
         """Server-side apply of one object (field manager `tflaunch`); returns the result.
 
         With `dry_run` the server validates, admits and computes the result but stores
-        nothing: what a real apply would produce, or the error it would raise.
+        nothing: what a real apply would produce, or the error it would raise. The body is
+        UTF-8 JSON (`wire.apply_body`: the client's own would write a character beyond the
+        BMP as a surrogate pair, which the server's YAML decoder refuses).
         """
-        k = kind_of(kind_key(obj))
+        k = kind or kind_of(kind_key(obj))
         name = obj["metadata"]["name"]
         ns = self.ns(obj["metadata"].get("namespace"))
+        query = [("fieldManager", FIELD_MANAGER)] + [("force", "true")] * force
+        query += [("dryRun", "All")] * dry_run
         with self.errors("patch", k, ns, name):
-            return self.apply_raw(k.api_version, k.plural, name, ns if k.namespaced else None,
-                                  obj, dry_run=dry_run, force=force)  # fmt: skip
-
-    def apply_raw(
-        self, api_version: str, plural: str, name: str, namespace: str | None, obj: Obj,
-        *, dry_run: bool = False, force: bool = True,
-    ) -> Obj:  # fmt: skip
-        """Server-side apply with the body as UTF-8 JSON (`wire.apply_body`): the generated
-        methods accept only a dict, which they would write with ASCII escapes (a character
-        beyond the BMP becomes a surrogate pair the server's YAML decoder refuses)."""
-        group_version = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
-        where = f"/namespaces/{namespace}" if namespace is not None else ""
-        query: list[tuple[str, str]] = [("fieldManager", FIELD_MANAGER)]
-        if force:
-            query.append(("force", "true"))
-        if dry_run:
-            query.append(("dryRun", "All"))
-        request = self.api_client.param_serialize(
-            method="PATCH",
-            resource_path=f"{group_version}{where}/{plural}/{{name}}",
-            path_params={"name": name},
-            query_params=query,
-            header_params={
-                "Content-Type": "application/apply-patch+yaml",
-                "Accept": "application/json",
-            },
-            body=apply_body(obj),
-            auth_settings=["BearerToken"],
-        )
-        response: Any = self.api_client.call_api(
-            *request, _request_timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)
-        )
-        if not 200 <= response.status <= 299:
-            response.read()
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return read_json(response.response)
+            return read_json(
+                self.request("PATCH", k, ns, name, query=query, body=apply_body(obj),
+                             content_type="application/apply-patch+yaml")
+            )  # fmt: skip
 
     def create_dry_run(self, obj: Obj) -> Obj | None:
         """Validate `obj` as a new object without storing it. None when the name is taken
@@ -360,9 +340,9 @@ class Cluster:
         """Create one object exactly as given; `Conflict` when the name is taken."""
         k = kind_of(kind_key(obj))
         ns = self.ns(obj["metadata"].get("namespace"))
-        query = [("fieldManager", FIELD_MANAGER)] + ([("dryRun", "All")] if dry_run else [])
+        query = [("fieldManager", FIELD_MANAGER)] + [("dryRun", "All")] * dry_run
         with self.errors("create", k, ns, obj["metadata"]["name"]):
-            return read_json(self.send("POST", k, ns, None, obj, query))
+            return read_json(self.request("POST", k, ns, query=query, body=obj))
 
     def replace(self, obj: Obj) -> Obj:
         """Write `obj` over the stored object (PUT; its resourceVersion makes the write
@@ -370,42 +350,33 @@ class Cluster:
         k = kind_of(kind_key(obj))
         ns = self.ns(obj["metadata"].get("namespace"))
         name = obj["metadata"]["name"]
+        query = [("fieldManager", FIELD_MANAGER)]
         with self.errors("update", k, ns, name):
-            return read_json(self.send("PUT", k, ns, name, obj, [("fieldManager", FIELD_MANAGER)]))
+            return read_json(self.request("PUT", k, ns, name, query=query, body=obj))
 
-    def send(
+    def merge_patch(
         self,
-        method: str,
-        k: Kind,
+        kind: str | Kind,
+        name: str,
         namespace: str | None,
-        name: str | None,
-        body: Obj,
-        query: list[tuple[str, str]],
-    ) -> Any:
-        """One request with `body` sent as the JSON it is, not through the client's typed
-        models: since kubernetes 37 the generated create/replace methods validate the body
-        against pydantic models (`nvidia.com/gpu: 1` fails there although the API server
-        takes it), and a model drops what this client version does not know. Returns the
-        raw response (`read_json` reads it); a non-2xx answer raises `ApiException`."""
-        group_version = f"/apis/{k.api_version}" if "/" in k.api_version else "/api/v1"
-        where = f"/namespaces/{namespace}" if k.namespaced and namespace else ""
-        path = f"{group_version}{where}/{k.plural}" + (f"/{name}" if name else "")
-        headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        request = self.api_client.param_serialize(
-            method=method, resource_path=path, query_params=query, header_params=headers,
-            body=body, auth_settings=["BearerToken"],
-        )  # fmt: skip
-        answer: Any = self.api_client.call_api(
-            *request, _request_timeout=plain_call()["_request_timeout"]
-        )
-        if not 200 <= answer.status <= 299:
-            answer.read()
-            raise ApiException.from_response(http_resp=answer, body=None, data=None)
-        return answer.response
+        patch: Obj,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        """JSON merge patch (RFC 7386: a null removes a field) of one object or one of its
+        subresources (`status`)."""
+        k = kind_of(kind)
+        ns = self.ns(namespace)
+        resource = f"{k.plural}/{subresource}" if subresource else None
+        with self.errors("patch", k, ns, name, resource=resource):
+            return read_json(
+                self.request("PATCH", k, ns, name, subresource=subresource, body=patch,
+                             content_type=MERGE_PATCH)
+            )  # fmt: skip
 
     def delete(
         self,
-        kind: str,
+        kind: str | Kind,
         name: str,
         namespace: str | None = None,
         *,
@@ -414,12 +385,9 @@ class Cluster:
         """Delete one object; False when it was already gone."""
         k = kind_of(kind)
         ns = self.ns(namespace)
-        args = (name, ns) if k.namespaced else (name,)
         try:
             with self.errors("delete", k, ns, name):
-                self.method(k, "delete")(
-                    *args, propagation_policy=propagation, **plain_call()
-                ).release_conn()
+                self.request("DELETE", k, ns, name, query=[("propagationPolicy", propagation)])
         except NotFound:
             return False
         return True
@@ -437,26 +405,22 @@ class Cluster:
         """One watch request from `version`: `(event type, object)` until the server ends it
         or the stream breaks. Raises `Gone` when `version` has expired (list again);
         `launcher.cluster.watch.watch` renews it."""
-        ns = None if all_namespaces or not k.namespaced else self.ns(namespace)
-        kwargs: dict[str, Any] = {"label_selector": selector} if selector else {}
+        ns = None if all_namespaces else self.ns(namespace)
+        shown = ns if k.namespaced else None
+        query = [*_selectors(selector, None), ("watch", "true"), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(server_timeout))]  # fmt: skip
         if version:
-            kwargs["resource_version"] = version
-        with self.errors("watch", k, ns):
+            query.append(("resourceVersion", version))
+        with self.errors("watch", k, shown):
             try:
-                response = self.method(k, "list", all_namespaces)(
-                    *((ns,) if ns is not None else ()),
-                    watch=True,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=server_timeout,
-                    _preload_content=False,
-                    _request_timeout=(CONNECT_TIMEOUT, server_timeout + READ_TIMEOUT),
-                    **kwargs,
+                response = self.request(
+                    "GET", k, ns, query=query, read_timeout=server_timeout + READ_TIMEOUT
                 )
             except ApiException as error:
                 if error.status == 410:
                     raise Gone from error
                 raise
-        with cancel.tracking(response), self.errors("watch", k, ns):
+        with cancel.tracking(response), self.errors("watch", k, shown):
             try:
                 for line in lines(response):
                     if not line:
@@ -503,6 +467,24 @@ class Cluster:
             observe(code)
 
 
+def resource_path(
+    k: Kind, namespace: str | None, name: str | None = None, subresource: str | None = None
+) -> str:
+    """`/apis/batch/v1/namespaces/NS/jobs/NAME/status`; a core kind's under `/api/v1`, a
+    cluster-scoped kind's (or a list across namespaces: `namespace` None) without one."""
+    group_version = f"/apis/{k.api_version}" if "/" in k.api_version else f"/api/{k.api_version}"
+    where = f"/namespaces/{namespace}" if k.namespaced and namespace else ""
+    path = f"{group_version}{where}/{k.plural}"
+    if name:
+        path += f"/{name}" + (f"/{subresource}" if subresource else "")
+    return path
+
+
+def _selectors(label: str | None, field: str | None) -> list[tuple[str, str]]:
+    return [(key, value) for key, value in (("labelSelector", label),
+                                            ("fieldSelector", field)) if value]  # fmt: skip
+
+
 # --- Port-forward ------------------------------------------------------------------------
 
 
@@ -545,10 +527,9 @@ def port_forward(cluster: Cluster, pod: str, namespace: str | None, port: int) -
 
     ns = cluster.ns(namespace)
     pods = kind_of("Pod")
+    core = client.CoreV1Api(cluster.api_client)  # a websocket: the stream module's own call
     with cluster.errors("create", pods, ns, pod, resource="pods/portforward"):
-        forward = portforward(
-            cluster.api(pods).connect_get_namespaced_pod_portforward, pod, ns, ports=str(port)
-        )
+        forward = portforward(core.connect_get_namespaced_pod_portforward, pod, ns, ports=str(port))
     return forward.socket(port)
 
 

@@ -9,19 +9,14 @@ Lease and both try to take it, the API server lets exactly one succeed and answe
 from __future__ import annotations
 
 from launcher.cluster.client import Cluster, kind_of
-from launcher.cluster.wire import Obj, plain_call, read_json
-from launcher.core.errors import NotFound
+from launcher.cluster.wire import Obj
 
 LEASE = kind_of("Lease")
 
 
 def get_lease(cluster: Cluster, name: str, namespace: str) -> Obj | None:
     """The Lease, or None when there is none yet."""
-    try:
-        with cluster.errors("get", LEASE, namespace, name):
-            return read_json(cluster.method(LEASE, "read")(name, namespace, **plain_call()))
-    except NotFound:
-        return None
+    return cluster.get(LEASE, name, namespace)
 
 
 def create_lease(cluster: Cluster, name: str, namespace: str, spec: Obj) -> Obj:

@@ -23,14 +23,13 @@ import math
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import Any
 
 from launcher.cluster.cancel import Cancel
 from launcher.cluster.client import KINDS, Cluster, stream_lines_or_cut
 from launcher.cluster.find import JobObjects, job_objects
 from launcher.cluster.retry import Backoff
 from launcher.cluster.watch import join_all, watch_job
-from launcher.cluster.wire import CONNECT_TIMEOUT, CONTAINER, READ_TIMEOUT, Obj
+from launcher.cluster.wire import CONTAINER, READ_TIMEOUT, Obj, tail_text
 from launcher.core import labels, reading
 from launcher.core.errors import NotFound, TransientClusterError
 from launcher.core.timestamps import parse_time
@@ -81,20 +80,14 @@ def pod_log(
     k = KINDS["Pod"]
     ns = cluster.ns(namespace)
     cancel = cancel or Cancel()
-    kwargs: dict[str, Any] = {
-        "container": container,
-        "follow": follow,
-        "timestamps": timestamps,
-    }
+    query = [("container", container)] if container else []
+    query += [("follow", "true")] * follow + [("timestamps", "true")] * timestamps
     if since_seconds is not None:
-        kwargs["since_seconds"] = since_seconds
-    if not follow:
-        kwargs["_request_timeout"] = (CONNECT_TIMEOUT, READ_TIMEOUT)
-    elif idle_timeout is not None:
-        kwargs["_request_timeout"] = (CONNECT_TIMEOUT, idle_timeout)
+        query.append(("sinceSeconds", str(since_seconds)))
+    read_timeout = idle_timeout if follow else READ_TIMEOUT
     with cluster.errors("get", k, ns, name, resource="pods/log"):
-        response = cluster.api(k).read_namespaced_pod_log(
-            name, ns, _preload_content=False, **kwargs
+        response = cluster.request(
+            "GET", k, ns, name, subresource="log", query=query, read_timeout=read_timeout
         )
     opened()
     with cancel.tracking(response), cluster.errors("get", k, ns, name, resource="pods/log"):
@@ -342,3 +335,34 @@ def _container_started(pod: Obj) -> bool:
     """Whether the trainer container has (or had) a log: running or terminated."""
     state = (reading.trainer_container(pod) or {}).get("state") or {}
     return bool(state.get("running")) or reading.terminated(pod) is not None
+
+
+SHORT_TAIL_LINES = 5
+"""When the last lines of a log are too big to read whole: how many are read instead (the
+result line is the chief's last)."""
+
+
+def pod_log_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> str | None:
+    """The last `lines` lines of a pod's trainer log, in bounded memory whatever the pod
+    printed (`wire.tail_text`: long lines left out, the newest 1 MiB kept, at most 32 MiB
+    read; when that was not the end, the last `SHORT_TAIL_LINES` are read instead); None
+    when the pod is gone."""
+    try:
+        text, cut = _bounded_tail(cluster, name, namespace, lines)
+        if cut and lines > SHORT_TAIL_LINES:
+            text, _ = _bounded_tail(cluster, name, namespace, SHORT_TAIL_LINES)
+    except NotFound:
+        return None
+    return text
+
+
+def _bounded_tail(cluster: Cluster, name: str, namespace: str, lines: int) -> tuple[str, bool]:
+    k = KINDS["Pod"]
+    query = [("container", CONTAINER), ("tailLines", str(lines))]
+    with cluster.errors("get", k, namespace, name, resource="pods/log"):
+        response = cluster.request("GET", k, namespace, name, subresource="log", query=query)
+        try:
+            return tail_text(response.stream(64 * 1024, decode_content=True))
+        finally:
+            response.close()  # not drained: what was left unread is dropped with it
+            response.release_conn()

@@ -18,15 +18,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from launcher.api import identity
-from launcher.cluster import custom
-from launcher.cluster.client import Cluster, Obj, custom_kind
+from launcher.cluster.client import Cluster, Obj
 from launcher.cluster.find import job_objects
+from launcher.cluster.kinds import Kind
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
 from launcher.core import reading
 from launcher.core.errors import Conflict, ExitStatus, Forbidden, NotFound, WaitTimeout
 
-MULTIWORKERJOB = custom_kind(identity.KIND, identity.API_VERSION, identity.PLURAL)
+MULTIWORKERJOB = Kind(identity.KIND, identity.API_VERSION, identity.PLURAL)
+"""The operator's custom resource (one `Kind` for the CLI and the operator)."""
 
 
 class OperatorOwned(Conflict):
@@ -49,7 +50,7 @@ def get_multiworkerjob(cluster: Cluster, name: str, namespace: str) -> Obj | Non
     """The MultiWorkerJob `name`; None when absent, or when it cannot be read (no CRD, no
     RBAC for it: then the cluster has no operator for this user)."""
     try:
-        return custom.get_custom(cluster, MULTIWORKERJOB, name, namespace)
+        return cluster.get(MULTIWORKERJOB, name, namespace)
     except (NotFound, Forbidden):
         return None
 
@@ -59,7 +60,7 @@ def list_multiworkerjobs(
 ) -> list[Obj]:
     """Every MultiWorkerJob in a namespace (or all); [] when they cannot be listed."""
     try:
-        return custom.list_custom(cluster, MULTIWORKERJOB, namespace, all_namespaces=all_namespaces)
+        return cluster.list_objects(MULTIWORKERJOB, namespace, all_namespaces=all_namespaces)
     except (NotFound, Forbidden):
         return []
 
@@ -127,13 +128,13 @@ def apply_multiworkerjob(
             f"{', '.join(sorted(plain))}); nothing was applied; delete it first "
             f"({program} delete {name} -n {namespace}), or submit without --operator"
         )
-    current = custom.get_custom(cluster, MULTIWORKERJOB, name, namespace)
+    current = cluster.get(MULTIWORKERJOB, name, namespace)
     if current is not None and replace:
         if dry_run:
-            custom.apply_custom(cluster, MULTIWORKERJOB, document, dry_run=True)
+            cluster.apply(document, kind=MULTIWORKERJOB, dry_run=True)
             return "replaced"
         delete_multiworkerjob(cluster, name, namespace, wait=True, timeout=timeout)
-    result = custom.apply_custom(cluster, MULTIWORKERJOB, document, dry_run=dry_run)
+    result = cluster.apply(document, kind=MULTIWORKERJOB, dry_run=dry_run)
     if current is None:
         return "created"
     if replace:
@@ -157,7 +158,7 @@ def delete_multiworkerjob(
         for o in [*found.jobs, *found.services, *found.network_policies, *found.pods]
     ]
     gone = not retrying(
-        lambda: custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace, foreground=True),
+        lambda: cluster.delete(MULTIWORKERJOB, name, namespace, propagation="Foreground"),
         cluster.outage,
         deadline=deadline,
     )
@@ -167,7 +168,7 @@ def delete_multiworkerjob(
         return deleted
     while True:  # one object: a GET a second (the children's own watch follows below)
         exists = retrying(
-            lambda: custom.get_custom(cluster, MULTIWORKERJOB, name, namespace),
+            lambda: cluster.get(MULTIWORKERJOB, name, namespace),
             cluster.outage,
             deadline=deadline,
         )

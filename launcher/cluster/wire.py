@@ -1,8 +1,9 @@
 """Plain data on the wire: how every call to the API server asks for raw JSON and reads it.
 
 Kept apart from `launcher.cluster.client` (the one module that imports the Kubernetes client)
-because none of it needs the client: the generated methods are told not to build models
-(`plain_call`), and their raw responses are read here, as the API server sent them.
+because none of it needs the client: `Cluster.request` sends bodies as JSON and returns the
+raw responses, which are read here, as the API server sent them (plain dicts, fields this
+client version does not know included).
 """
 
 from __future__ import annotations
@@ -27,13 +28,6 @@ CONTAINER = "trainer"
 
 class Gone(Exception):
     """A watch's resourceVersion expired (410): list again."""
-
-
-def plain_call() -> dict[str, Any]:
-    """Keyword arguments for a call whose answer we parse ourselves: raw JSON, not models
-    (plain dicts, exactly what the server sent, fields this client version does not know
-    included), and a timeout instead of a hang."""
-    return {"_preload_content": False, "_request_timeout": (CONNECT_TIMEOUT, READ_TIMEOUT)}
 
 
 def apply_body(obj: Obj) -> bytes:

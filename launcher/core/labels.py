@@ -82,6 +82,10 @@ resume the Job itself without a tug of war."""
 GROUP_RESTARTS = "tflaunch.dev/group-restarts"
 """How many whole-group restarts came before this Job (also the pods' $TFLAUNCH_RESTARTS)."""
 
+BACKOFF_LIMIT = "tflaunch.dev/backoff-limit"
+"""On a Job whose backoffLimit is not spec.backoffLimit itself: the arithmetic, in words
+(the indexed Job counts pod failures, and one group failure fails every worker's pod)."""
+
 CHECKPOINT_RUN = "tflaunch.dev/checkpoint-run"
 """The run whose checkpoints a Job's workers write (spec.checkpoint.run, or the id submit
 chose): an unchanged resubmit keeps it, so the running group's path stays the same."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -148,6 +149,10 @@ def eta_seconds(
     return max(0, total_steps - done_steps) / rate
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""A terminal color code: it takes no column."""
+
+
 # --- Words -----------------------------------------------------------------------------------
 
 
@@ -175,8 +180,24 @@ def describe(progress: Progress) -> str:
     return ", ".join(parts)
 
 
+def visible_length(text: str) -> int:
+    """Columns `text` takes on a terminal (color codes take none)."""
+    return len(_ANSI.sub("", text))
+
+
 def fit(text: str, width: int) -> str:
-    """`text` cut to `width` columns (with an ellipsis), so a terminal line never wraps."""
-    if width <= 0 or len(text) <= width:
+    """`text` (which may hold color codes) cut to `width` visible columns with an ellipsis,
+    so that a terminal line never wraps (a redraw counts lines)."""
+    if width <= 0 or visible_length(text) <= width:
         return text
-    return text[: max(0, width - 1)] + "…"
+    out, visible = [], 0
+    for piece in re.split(f"({_ANSI.pattern})", text):
+        if _ANSI.fullmatch(piece):
+            out.append(piece)
+            continue
+        room = width - 1 - visible
+        if room <= 0:
+            continue
+        out.append(piece[:room])
+        visible += len(piece[:room])
+    return "".join(out) + "…" + ("\x1b[0m" if _ANSI.search(text) else "")

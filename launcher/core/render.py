@@ -28,6 +28,7 @@ from launcher.core import (
     names,
     pod_env,
     script,
+    validation,
     workload,
 )
 from launcher.core.errors import RenderError, SpecError
@@ -109,6 +110,7 @@ def render(
     restarts so far, in $TFLAUNCH_RESTARTS), `owner` (an ownerReference on every object) and
     `job_annotations` (on each Job).
     """
+    validation.check_gpu_image(job.spec)
     context = _job_context(job)
     objects = [_render_one("service.yaml.j2", context)]
     if job.spec.script is not None:
@@ -125,6 +127,12 @@ def render(
         worker = _worker_context(job, index, backoff_limit, restarts)
         objects.append(_render_one("job.yaml.j2", {**context, **worker}))
     extra = dict(job_annotations or {})
+    if job.spec.layout == "indexed" and backoff_limit is None and job.spec.workers > 1:
+        extra[labels.BACKOFF_LIMIT] = (
+            f"{job.spec.backoff_limit * job.spec.workers} pod failures = spec.backoffLimit "
+            f"{job.spec.backoff_limit} group restarts x {job.spec.workers} workers (a group "
+            "failure fails every worker's pod)"
+        )
     if job.spec.checkpoint.run:  # so that a resubmit can keep it (`launcher.core.runs`)
         extra[labels.CHECKPOINT_RUN] = job.spec.checkpoint.run
     for obj in objects:

@@ -32,6 +32,28 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
 
 
+def check_gpu_image(spec: JobSpec) -> None:
+    """A GPU job's image must be a GPU build: a pod gets its GPUs, and TensorFlow in a CPU
+    build cannot use them, so the job would train on CPU without a word (`render` checks it;
+    a local run uses no image)."""
+    if spec.gpus_per_worker > 0 and (gpu_image := gpu_variant(spec.image)):
+        raise SpecError(
+            "spec.image",
+            f"{spec.image} is a CPU image (its tag ends in -cpu) but spec.gpusPerWorker is "
+            f"{spec.gpus_per_worker}: TensorFlow in it cannot use the GPUs; use the GPU "
+            f"build {gpu_image} (`make image`, `--image {gpu_image}`) or --gpus 0",
+        )
+
+
+def gpu_variant(image: str) -> str | None:
+    """The GPU build's name of a CPU image, by the project's naming (`make image VARIANT=cpu`
+    tags `0.1.0-cpu`, the GPU build `0.1.0`); None for any other image."""
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag or "@" in image or not tag.endswith("-cpu"):
+        return None
+    return f"{name}:{tag.removesuffix('-cpu')}"
+
+
 def longest_generated_name(name: str, workers: int) -> str:
     """The longest object/host name a job produces: the last worker's pod hostname."""
     return worker_hostname(name, max(0, workers - 1))

@@ -44,10 +44,19 @@ def _represent_source(tag: str) -> Any:
     return represent
 
 
-# A document read here can be written back with yaml.safe_dump (e.g. a spec turned into the
-# MultiWorkerJob that `kubectl apply` gets): the numbers as they were written, 3.10 not 3.1.
-yaml.SafeDumper.add_representer(SourceInt, _represent_source("tag:yaml.org,2002:int"))
-yaml.SafeDumper.add_representer(SourceFloat, _represent_source("tag:yaml.org,2002:float"))
+class Dumper(yaml.SafeDumper):
+    """SafeDumper that writes a document read here back with its numbers as they were written
+    (e.g. a spec turned into the MultiWorkerJob that `kubectl apply` gets): 3.10, not 3.1.
+    A subclass, so that PyYAML's own SafeDumper stays as it is for everyone else."""
+
+
+Dumper.add_representer(SourceInt, _represent_source("tag:yaml.org,2002:int"))
+Dumper.add_representer(SourceFloat, _represent_source("tag:yaml.org,2002:float"))
+
+
+def dump(document: Any, **options: Any) -> str:
+    """`document` as YAML (`Dumper`), keys in their order."""
+    return str(yaml.dump(document, Dumper=Dumper, sort_keys=False, **options))
 
 
 class _Loader(yaml.SafeLoader):

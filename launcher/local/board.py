@@ -122,7 +122,7 @@ class Board:
             parts.append((5, paint(f"restart {self.restarts}", "yellow", color)))
         line = "  ".join(text for _, text in parts)
         for rank in range(1, 8):
-            if width <= 0 or visible_length(line) <= width:
+            if width <= 0 or progress_lib.visible_length(line) <= width:
                 break
             line = "  ".join(text for keep, text in parts if keep > rank)
         return line
@@ -140,7 +140,7 @@ class Board:
     def lines(self, elapsed: float, width: int, color: bool = False) -> list[str]:
         """The whole block, each line cut to `width` visible columns."""
         return [
-            fit_visible(line, width)
+            progress_lib.fit(line, width)
             for line in [self.headline(elapsed, color, width), *self.worker_lines(color)]
         ]
 
@@ -169,29 +169,3 @@ class Board:
 
 def _state_color(state: str) -> str:
     return _STATE_COLORS.get(state, "red")
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def visible_length(text: str) -> int:
-    """Columns `text` takes on a terminal (color codes take none)."""
-    return len(_ANSI.sub("", text))
-
-
-def fit_visible(text: str, width: int) -> str:
-    """`text` (which may hold color codes) cut to `width` visible columns, so that a
-    redrawn line never wraps (the redraw counts lines)."""
-    if width <= 0 or visible_length(text) <= width:
-        return text
-    out, visible = [], 0
-    for piece in re.split(f"({_ANSI.pattern})", text):
-        if _ANSI.fullmatch(piece):
-            out.append(piece)
-            continue
-        room = width - 1 - visible
-        if room <= 0:
-            continue
-        out.append(piece[:room])
-        visible += len(piece[:room])
-    return "".join(out) + "…" + ("\x1b[0m" if _ANSI.search(text) else "")

@@ -26,7 +26,7 @@ from typing import Any, Protocol, cast
 
 import kopf
 
-from launcher.cluster import apply, client, custom, find, stalls
+from launcher.cluster import apply, client, find, logs, operated, stalls
 from launcher.cluster.client import Cluster, credentials
 from launcher.core import labels, reading
 from launcher.core.errors import (
@@ -46,8 +46,7 @@ ERROR_RETRY_SECONDS = 15.0
 
 Emit = Callable[[Mapping[str, Any], reconcile.Event], None]
 
-MULTIWORKERJOB = client.custom_kind(crd.KIND, crd.API_VERSION, crd.PLURAL)
-"""The custom resource, as `launcher.cluster.custom` reads and writes it."""
+MULTIWORKERJOB = operated.MULTIWORKERJOB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +77,7 @@ def reconcile_once(
             failed call was done, and a later reconcile picks up from what the cluster shows.
         ClusterError: the API failed while reading.
     """
-    resource = custom.get_custom(cluster, MULTIWORKERJOB, name, namespace)
+    resource = cluster.get(MULTIWORKERJOB, name, namespace)
     if resource is None:
         return Outcome(None, reconcile.Plan())
     selector = labels.job_selector_string(name)
@@ -168,7 +167,7 @@ def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
     or the node cannot serve it: 400 "no logs found" once the kubelet lost it). Only an
     unavailable API server is worth a retry; a missing result must not block success."""
     try:
-        return custom.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
+        return logs.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
     except TransientClusterError:
         raise
     except ClusterError as error:
@@ -180,7 +179,7 @@ def _progress_log(cluster: Cluster, pod: str, namespace: str) -> str | None:
     """The tail of the chief's log for its progress; None when it cannot be read now (the
     progress is only informative: it never fails or delays a reconcile)."""
     try:
-        return custom.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
+        return logs.pod_log_tail(cluster, pod, namespace, observe.LOG_TAIL_LINES)
     except ClusterError as error:
         logger.debug("%s/%s: cannot read the progress: %s", namespace, pod, error)
         return None
@@ -192,16 +191,16 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
     name, namespace = meta["name"], meta["namespace"]
     if plan.status is not None:
         try:  # based on what was read: a stale decision must not act (two replicas, a race)
-            custom.patch_custom_status(
-                cluster, MULTIWORKERJOB, name, namespace, status_patch(resource, plan.status),
-                resource_version=meta.get("resourceVersion"),
-            )  # fmt: skip
+            patch = {"status": status_patch(resource, plan.status)}
+            if meta.get("resourceVersion"):  # the write is conditional: Conflict if changed
+                patch["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+            cluster.merge_patch(MULTIWORKERJOB, name, namespace, patch, subresource="status")
         except Conflict as error:
             raise StaleRead(str(error)) from error
     for job in plan.delete_jobs:
         cluster.delete("Job", job, namespace, propagation="Foreground")
     for job, patch in plan.patch_jobs:
-        custom.merge_patch(cluster, "Job", job, namespace, patch)
+        cluster.merge_patch("Job", job, namespace, patch)
     for obj in plan.create:
         if obj["kind"] == "PodGroup":
             # Applied, not only created: Jobs recreated for an edited spec (workers) need
@@ -211,10 +210,10 @@ def execute(cluster: Cluster, resource: Mapping[str, Any], plan: reconcile.Plan)
                 cluster.apply(obj)
             except NotFound as error:  # its CRD is missing: say so (retried until installed)
                 raise apply.not_served(obj) from error
-        elif custom.create_object(cluster, obj) is None:  # 409: created since; is it ours?
+        elif apply.create_object(cluster, obj) is None:  # 409: created since; is it ours?
             _check_ours(cluster, obj, resource)
     if plan.delete_resource:
-        custom.delete_custom(cluster, MULTIWORKERJOB, name, namespace)
+        cluster.delete(MULTIWORKERJOB, name, namespace, propagation="Background")
 
 
 def _check_ours(cluster: Cluster, obj: Mapping[str, Any], resource: Mapping[str, Any]) -> None:

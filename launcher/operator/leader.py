@@ -1,10 +1,12 @@
 """Leader election with a coordination.k8s.io Lease, so that two replicas never both act.
 
-Why a Lease and not kopf's peering: kopf 1.45's peering pauses an operator only for peers of
-*higher* priority; replicas of one Deployment have the same priority, and kopf then merely
-warns ("possibly conflicting operators") while both keep handling events. So the replica
-that holds the Lease runs kopf; the others wait and run nothing (they serve the health
-endpoint, so that their liveness probe passes). client-go's rules, in short:
+Why a Lease and not kopf's peering: kopf 1.45's peering pauses an operator for peers of
+higher priority and, for peers of the *same* priority (the replicas of one Deployment),
+warns ("possibly conflicting operators") and pauses *all* of them, itself included, until
+the others are gone or presumed dead: two replicas would stand still together instead of
+one taking over. So the replica that holds the Lease runs kopf; the others wait and run
+nothing (they serve the health endpoint, so that their liveness probe passes). client-go's
+rules, in short:
 
 * Taking or renewing the Lease is a write based on the resourceVersion just read: of two
   replicas racing for it, the API server lets one win and answers the other 409.

@@ -21,7 +21,7 @@ name_of = reading.name
 terminating = reading.terminating
 
 
-def job_suspended(job: Mapping[str, Any]) -> bool:
+def suspend_set(job: Mapping[str, Any]) -> bool:
     """Whether the Job's spec.suspend is set (what the operator propagates; a Suspended
     condition without it is `reading.job_suspended`)."""
     return bool(reading.spec(job).get("suspend"))

@@ -53,9 +53,9 @@ from launcher.operator.crd import Phase, Status
 from launcher.operator.objects import (
     K8sObject,
     annotation_of,
-    job_suspended,
     meta_of,
     name_of,
+    suspend_set,
     terminating,
 )
 from launcher.operator.observe import Group, Observed, observe, orphaned_pods, owned
@@ -207,7 +207,7 @@ def _run_group(g: Group) -> Plan:
             return _name_conflict(g, foreign)
         return _create(g, restarted=False)
     stale = any(annotation_of(j, labels.SPEC_HASH) != g.hash for j in g.live)
-    if stale and all(job_suspended(j) for j in g.live):
+    if stale and all(suspend_set(j) for j in g.live):
         return _apply_spec_change(g)
     missing = set(g.job_names) - {name_of(j) for j in g.live}
     if missing and not stale:
@@ -387,9 +387,7 @@ def _restore(g: Group, plan: Plan) -> Plan:
 def _steady(g: Group, spec_change_pending: bool) -> Plan:
     patches = _suspend_patches(g)
     patched = {name for name, _ in patches}
-    suspended = all(
-        g.job.spec.suspend if name_of(j) in patched else job_suspended(j) for j in g.live
-    )
+    suspended = all(g.job.spec.suspend if name_of(j) in patched else suspend_set(j) for j in g.live)
     total = g.workers
     if spec_change_pending:  # the running group is still the one of the old spec
         total = sum(int(reading.spec(j).get("completions") or 1) for j in g.live)

@@ -90,6 +90,8 @@ def tflaunch(kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> Callable[.
 def job_objects(**overrides: Any) -> list[dict[str, Any]]:
     """The embedded default job (mnist, 2 workers, indexed), rendered; `spec.x=...` overrides."""
     pairs = [(k.replace("__", "."), v) for k, v in overrides.items()]
+    if overrides.get("spec__gpusPerWorker") and "spec__image" not in overrides:
+        pairs.append(("spec.image", "tflaunch-trainer:0.1.0"))  # the GPU build, not the default
     return render.render(load.load_job(None, pairs))
 
 

@@ -9,7 +9,11 @@ from launcher.core.errors import SpecError
 from launcher.core.load import load_job
 
 EXAMPLE = "examples/mnist.yaml"
-GPU = [("spec.gpusPerWorker", 2), ("spec.trainer.globalBatchSize", 256)]
+GPU = [
+    ("spec.gpusPerWorker", 2),
+    ("spec.trainer.globalBatchSize", 256),
+    ("spec.image", "tflaunch-trainer:0.1.0"),
+]  # its GPU build
 
 
 def _objects(overrides):
@@ -86,3 +90,24 @@ def test_denying_metadata_egress_needs_the_network_policy():
         load_job(EXAMPLE, [("spec.denyMetadataEgress", True), ("spec.networkPolicy", False)])
     assert caught.value.field == "spec.denyMetadataEgress"
     assert "needs spec.networkPolicy" in str(caught.value)
+
+
+def test_a_gpu_job_with_the_cpu_build_of_the_image_is_refused_naming_the_gpu_build():
+    """`--gpus 1` on the default spec kept `tflaunch-trainer:0.1.0-cpu` beside
+    `nvidia.com/gpu: 1`, and `validate` said ok: the job would have trained on CPU."""
+    job = load_job(EXAMPLE, [("spec.gpusPerWorker", 1)])  # a local run uses no image: loads
+    with pytest.raises(SpecError) as caught:
+        render.render(job)
+    assert caught.value.field == "spec.image"
+    assert str(caught.value) == (
+        "spec.image: tflaunch-trainer:0.1.0-cpu is a CPU image (its tag ends in -cpu) but "
+        "spec.gpusPerWorker is 1: TensorFlow in it cannot use the GPUs; use the GPU build "
+        "tflaunch-trainer:0.1.0 (`make image`, `--image tflaunch-trainer:0.1.0`) or --gpus 0"
+    )
+
+
+@pytest.mark.parametrize(
+    "image", ["tflaunch-trainer:0.1.0", "registry:5000/trainer:2.21-gpu", "trainer@sha256:ab"]
+)
+def test_a_gpu_job_with_any_other_image_renders(image):
+    assert _objects([*GPU[:2], ("spec.image", image)])["Job"]

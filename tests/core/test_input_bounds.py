@@ -44,7 +44,10 @@ NEWLINE_FIELDS = [
     ("spec.annotations.example.com/x\n", [("spec.annotations", {"example.com/x\n": "a"})]),
     ("spec.nodeSelector.pool\n", [("spec.nodeSelector", {"pool\n": "a"})]),
     ("spec.env.NAME\n", [("spec.env", {"NAME\n": "a"})]),
-    ("spec.shmSize", [("spec.gpusPerWorker", 1), ("spec.shmSize", "1Gi\n")]),
+    (
+        "spec.shmSize",
+        [("spec.gpusPerWorker", 1), ("spec.shmSize", "1Gi\n")],
+    ),
     ("spec.resources.limits.cpu", [("spec.resources.limits.cpu", "2\n")]),
     ("spec.resources.requests.memory", [("spec.resources.requests.memory", "1Gi\n")]),
     ("spec.tolerations[0].value", [("spec.tolerations", [{"key": "k", "value": "v\n"}])]),

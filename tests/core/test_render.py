@@ -21,6 +21,7 @@ GOLDEN_CASES = {
     "per-worker-2-gpus.yaml": [
         ("spec.layout", "per-worker"),
         ("spec.gpusPerWorker", 2),
+        ("spec.image", "tflaunch-trainer:0.1.0"),
         ("spec.trainer.globalBatchSize", 256),
         ("spec.checkpoint.claimName", "ckpt"),
     ],
@@ -230,3 +231,23 @@ def test_out_dir_gets_one_file_per_object(tmp_path, capsys):
         "networkpolicy-mnist-tf-peers.yaml",
         "service-mnist.yaml",
     ]
+
+
+def test_an_indexed_jobs_backoff_limit_says_its_arithmetic():
+    """`backoffLimit: 3` in the spec became `backoffLimit: 6` in the Job with no word why."""
+    (job,) = [o for o in render(load_job(None, [("spec.backoffLimit", 3)])) if o["kind"] == "Job"]
+    assert job["spec"]["backoffLimit"] == 6
+    assert job["metadata"]["annotations"]["tflaunch.dev/backoff-limit"] == (
+        "6 pod failures = spec.backoffLimit 3 group restarts x 2 workers (a group failure "
+        "fails every worker's pod)"
+    )
+
+
+def test_a_per_worker_jobs_backoff_limit_is_the_specs_and_needs_no_word():
+    jobs = [
+        o for o in render(load_job(None, [("spec.layout", "per-worker")])) if o["kind"] == "Job"
+    ]
+    assert {j["spec"]["backoffLimit"] for j in jobs} == {3}
+    assert not any(
+        "tflaunch.dev/backoff-limit" in j["metadata"].get("annotations", {}) for j in jobs
+    )

@@ -53,7 +53,11 @@ def test_examples_load_with_their_defaults_filled_in():
         ([("spec.image", "has space")], "spec.image", "not an image reference"),
         ([("spec.trainer.globalBatchSize", 255)], "spec.trainer.globalBatchSize", "multiple of 2"),
         (
-            [("spec.gpusPerWorker", 4), ("spec.trainer.globalBatchSize", 100)],
+            [
+                ("spec.gpusPerWorker", 4),
+                ("spec.trainer.globalBatchSize", 100),
+                ("spec.image", "tflaunch-trainer:0.1.0"),
+            ],
             "spec.trainer.globalBatchSize",
             "8 replicas",
         ),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from launcher.cluster import client, custom
+from launcher.cluster import client
 from launcher.operator import controller, crd, reconcile
 from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, stop_process
 from tests.e2e.test_operator import (
@@ -121,7 +121,7 @@ def test_a_status_write_based_on_a_stale_read_is_refused_and_nothing_else_is_don
     cp.apply(_mwj("stale", namespace, pod_hooks(run_for="forever")))
     cp.wait_active(namespace, "stale-worker")
     cluster = client.connect(str(cp.kubeconfig))
-    stale = custom.get_custom(cluster, controller.MULTIWORKERJOB, "stale", namespace)
+    stale = cluster.get(controller.MULTIWORKERJOB, "stale", namespace)
     assert stale is not None  # what a reconcile read; then the resource changes
     cp.kubectl("annotate", "mwj", "stale", "-n", namespace, "changed=since")
     plan = reconcile.Plan(

@@ -8,9 +8,9 @@ import io
 import re
 
 from launcher.core import progress
-from launcher.core.progress import Progress
+from launcher.core.progress import Progress, fit
 from launcher.local import board as board_lib
-from launcher.local.board import Board, fit_visible
+from launcher.local.board import Board
 from launcher.local.display import SummaryConsole, make_console, no_color
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -72,7 +72,7 @@ def test_the_bar_shows_epoch_step_loss_throughput_and_eta_within_the_width() -> 
         assert all(len(line) <= width for line in board.lines(65, width)), width
     colored = board.lines(65, 40, color=True)
     assert all(len(ANSI.sub("", line)) <= 40 for line in colored)
-    assert fit_visible("\x1b[32mabcdef\x1b[0m", 4) == "\x1b[32mabc\x1b[0m…\x1b[0m"
+    assert fit("\x1b[32mabcdef\x1b[0m", 4) == "\x1b[32mabc\x1b[0m…\x1b[0m"
 
 
 def test_many_workers_are_summed_up_in_one_line() -> None:
