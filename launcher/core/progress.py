@@ -59,6 +59,23 @@ class Progress:
         return self.epoch, self.step
 
 
+def extrapolated(progress: Progress, seconds: float) -> Progress:
+    """Where training likely stands `seconds` after `progress` was reported, at the rate its
+    ETA implies: the chief reports only between two executions of `steps_per_execution`
+    steps (32 by default, 10 s and more on CPU), and a bar that stands still that long looks
+    hung. Never past the epoch's last step but one (the epoch's end is reported exactly)."""
+    eta = progress.eta_seconds
+    total = progress.epochs * progress.steps
+    done = (progress.epoch - 1) * progress.steps + progress.step
+    if eta is None or eta <= 0 or seconds <= 0 or progress.epoch_done or done >= total:
+        return progress
+    step = progress.step + int((total - done) / eta * seconds)
+    step = min(step, progress.steps - 1)
+    if step <= progress.step:
+        return progress
+    return dataclasses.replace(progress, step=step, eta_seconds=max(0.0, eta - seconds))
+
+
 def format_line(progress: Progress) -> str:
     """The line the chief prints (one line, keys in a fixed order)."""
     document = {  # int(): Keras may hand numpy integers, which json cannot write

@@ -62,16 +62,19 @@ class Board:
     states: list[str] = dataclasses.field(default_factory=list)
     progress: Progress | None = None
     """The chief's latest progress (kept across a group restart until a new one comes)."""
+    progress_at: float = 0.0
+    """The elapsed time at which `progress` came (the bar moves on from there)."""
     restarts: int = 0
 
     def __post_init__(self) -> None:
         self.states = self.states or [STARTING] * self.workers
 
-    def read(self, index: int, line: str) -> Progress | None:
-        """Take in one line of worker `index`; the progress in it, if any (chief only)."""
+    def read(self, index: int, line: str, elapsed: float = 0.0) -> Progress | None:
+        """Take in one line of worker `index` at `elapsed`; the progress in it, if any (chief
+        only)."""
         found = progress_lib.parse_line(line) if index == 0 else None
         if found is not None:
-            self.progress = found
+            self.progress, self.progress_at = found, elapsed
             for i, state in enumerate(self.states):
                 if state in (STARTING, WAITING):
                     self.states[i] = TRAINING
@@ -101,16 +104,18 @@ class Board:
         When it does not fit in `width` columns, the least useful parts go first (elapsed
         time, images/s, loss, the bar), so that epoch, step and ETA stay on a narrow terminal.
         """
-        p = self.progress
+        reported = self.progress
         parts: list[tuple[int, str]] = [(9, paint(self.name, "bold", color))]  # (keep rank, text)
-        if p is None:
+        if reported is None:
             parts.append((8, self._summary()))
         else:
+            p = progress_lib.extrapolated(reported, elapsed - self.progress_at)
+            about = "~" if p.step != reported.step else ""  # an estimate until the next report
             filled = round(BAR_WIDTH * p.fraction)
             bar = paint("█" * filled, "green", color)
             bar += paint("░" * (BAR_WIDTH - filled), "dim", color)
             parts += [(8, f"epoch {p.epoch}/{p.epochs}"), (3, f"{bar} {p.fraction:4.0%}"),
-                      (7, f"step {p.step}/{p.steps}")]  # fmt: skip
+                      (7, f"step {about}{p.step}/{p.steps}")]  # fmt: skip
             if p.loss is not None:
                 parts.append((4, f"loss {p.loss:.4f}"))
             if p.images_per_sec is not None:

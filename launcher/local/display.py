@@ -208,7 +208,7 @@ class SummaryConsole:
 
     def line(self, index: int, text: str) -> None:
         with self._lock:
-            found = self.board.read(index, text)
+            found = self.board.read(index, text, self._clock() - self._started)
             self._dirty = True
             made = OwnOutputFilter(index) if self._own_program else NotableFilter()
             if self._filters.setdefault(index, made).shows(text):

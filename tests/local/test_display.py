@@ -61,7 +61,7 @@ def test_worker_states_follow_the_trainers_lines_the_progress_and_the_exits() ->
 
 def test_the_bar_shows_epoch_step_loss_throughput_and_eta_within_the_width() -> None:
     board = Board("mnist", 2)
-    board.read(0, MID)
+    board.read(0, MID, elapsed=65)
     head, *workers = board.lines(elapsed=65, width=200)
     assert "epoch 1/2" in head and "step 12/24" in head and "loss 0.5123" in head
     assert "3,210 img/s" in head and "ETA 20s" in head and "25%" in head and "[1m05s]" in head
@@ -73,6 +73,19 @@ def test_the_bar_shows_epoch_step_loss_throughput_and_eta_within_the_width() -> 
     colored = board.lines(65, 40, color=True)
     assert all(len(ANSI.sub("", line)) <= 40 for line in colored)
     assert fit("\x1b[32mabcdef\x1b[0m", 4) == "\x1b[32mabc\x1b[0m…\x1b[0m"
+
+
+def test_the_bar_moves_on_between_two_reports_at_the_measured_rate_marked_as_an_estimate():
+    """The chief reports once per `steps_per_execution` steps (32 by default: 11 s on a
+    2-core machine), and the bar stood still at 0 % that long, then jumped."""
+    board = Board("mnist", 2)
+    board.read(0, MID, elapsed=60)  # step 12/24 of epoch 1/2, ETA 20s: 36 steps in 20 s
+    assert "step 12/24" in board.headline(60) and "ETA 20s" in board.headline(60)
+    assert "step ~21/24" in board.headline(65) and "ETA 15s" in board.headline(65)
+    assert "step ~23/24" in board.headline(600)  # never the epoch's end: that is reported
+    assert board.plain() == "mnist: " + progress.describe(
+        Progress(1, 2, 12, 24, 0.51234, 3210.0, 20.0)
+    )
 
 
 def test_many_workers_are_summed_up_in_one_line() -> None:
