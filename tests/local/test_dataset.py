@@ -78,10 +78,10 @@ def test_without_a_cache_the_verified_download_is_used(keras_home, served, monke
     assert dest.read_bytes() == payload
 
 
-def test_when_nothing_else_works_the_shipped_subset_is_used_with_one_line(keras_home):
+def test_when_nothing_else_works_the_shipped_subset_is_used_with_a_short_notice(keras_home):
     choice = dataset.resolve_mnist(None, {contract.ENV_MNIST_URL: UNREACHABLE})
     assert choice.path == contract.MNIST_SUBSET_PATH
-    assert choice.notice is not None and len(choice.notice.splitlines()) == 1
+    assert choice.notice is not None and len(choice.notice.splitlines()) == 3  # what, why, fix
     for says in (UNREACHABLE, "MNIST subset shipped with tflaunch", "make mnist", "--data"):
         assert says in choice.notice
     assert not (keras_home / "datasets" / "mnist.npz").exists()
@@ -165,8 +165,9 @@ def test_offline_local_run_trains_on_the_subset_and_its_success_line_names_it(
     assert run(["local", "--workdir", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert given["data"] == contract.MNIST_SUBSET_PATH
-    notice = [line for line in out if "full MNIST is not available here" in line]
-    assert len(notice) == 1 and "make mnist" in notice[0]
+    (notice,) = [i for i, line in enumerate(out) if "full MNIST is not available here" in line]
+    assert out[notice + 1].startswith("  why: no --data") and "make mnist" in out[notice + 2]
+    assert len(out[notice]) <= 160 and len(out[notice + 2]) <= 160  # was one line of 400
     assert (
         "succeeded on the MNIST subset shipped with tflaunch: test_accuracy=0.9700 "
         "(10000 test images)" in out[-1]
