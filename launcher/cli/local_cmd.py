@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import script_warnings, spec_options, with_spec
+from launcher.cli.options import script_warnings, spec_options, with_local_spec
 from launcher.core import contract, workload
 from launcher.core.program import own_program
 from launcher.local.isolation import NETWORK_CHOICES
@@ -87,7 +87,7 @@ def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., A
 )
 @click.argument("trainer_args", nargs=-1, metavar="[-- PROGRAM_ARGS...]")
 @_trainer_args_after_double_dash
-@with_spec
+@with_local_spec
 def local_command(
     job: MultiWorkerJob,
     data: str | None,

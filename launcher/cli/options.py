@@ -77,9 +77,10 @@ def spec_options(func: F) -> F:
 
 
 def job_from_options(
-    spec_file: str | None, assignments: tuple[str, ...], **flags: Any
+    spec_file: str | None, assignments: tuple[str, ...], *, local: bool = False, **flags: Any
 ) -> MultiWorkerJob:
-    """Load SPEC (or the embedded default), apply --set, then the dedicated flags."""
+    """Load SPEC (or the embedded default), apply --set, then the dedicated flags (`local`:
+    for `tflaunch local`, `load_job`'s)."""
     overrides = [parse_assignment(a) for a in assignments]
     if flags.get("script") is not None:  # relative to where the user is, not to SPEC
         if spec_file is None and flags.get("name") is None:  # train_mnist.py -> train-mnist
@@ -87,7 +88,7 @@ def job_from_options(
             flags["name"] = stem if re.match(r"^[a-z]", stem) else f"job-{stem}".rstrip("-")
         flags["script"] = os.path.abspath(flags["script"])
     overrides += [(SPEC_FLAGS[k], v) for k, v in flags.items() if k in SPEC_FLAGS and v is not None]
-    job = load_job(spec_file, overrides)
+    job = load_job(spec_file, overrides, local=local)
     program.check_overrides(job.spec, [path for path, _ in overrides])
     return job
 
@@ -179,8 +180,9 @@ def one_spec_file(argument: str | None, flag: str | None) -> str | None:
     return spec_file
 
 
-def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn the spec arguments into a `job` keyword for the command body."""
+def with_spec(func: Callable[..., Any], *, local: bool = False) -> Callable[..., Any]:
+    """Turn the spec arguments into a `job` keyword for the command body (`local`: see
+    `load_job`; `with_local_spec`)."""
 
     @functools.wraps(func)
     def wrapper(
@@ -191,9 +193,14 @@ def with_spec(func: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         flags = pop_spec_flags(kwargs)
         spec_file = one_spec_file(spec_file, spec_filename)
-        return func(job=job_from_options(spec_file, assignments, **flags), **kwargs)
+        return func(job=job_from_options(spec_file, assignments, local=local, **flags), **kwargs)
 
     return wrapper
+
+
+def with_local_spec(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`with_spec` for `tflaunch local`: a spec without spec.image loads (no image runs)."""
+    return with_spec(func, local=True)
 
 
 def program_name() -> str:

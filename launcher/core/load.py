@@ -20,13 +20,19 @@ from launcher.core import tfjob, typed, validation, yamldoc
 from launcher.core.errors import SpecError
 
 
-def load_job(path: str | None, overrides: Sequence[tuple[str, Any]] = ()) -> MultiWorkerJob:
+def load_job(
+    path: str | None, overrides: Sequence[tuple[str, Any]] = (), *, local: bool = False
+) -> MultiWorkerJob:
     """Read (a MultiWorkerJob or a Kubeflow TFJob), override, type and validate a job spec.
-    Raises SpecError on any bad input."""
+    `local`: for `tflaunch local`, which runs no image, so a spec without spec.image gets the
+    default one rather than an error. Raises SpecError on any bad input."""
     document = yamldoc.read_document(path)
     if tfjob.is_tfjob(document):
         document = tfjob.to_multiworkerjob(document)
     yamldoc.apply_overrides(document, overrides)
+    spec = document.get("spec")
+    if local and isinstance(spec, dict) and not spec.get("image"):
+        spec["image"] = yamldoc.default_document()["spec"]["image"]
     base = Path(path).parent if path not in (None, "-") else Path.cwd()
     script_file.expand_path(document, base)
     return job_from_document(document)

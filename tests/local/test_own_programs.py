@@ -459,3 +459,25 @@ def test_a_local_run_writes_the_programs_layout_and_removes_only_its_own_stale_f
     assert not (paths.script_dir / "old.py").exists()  # a stale module is not importable
     assert (paths.script_dir / "mnist_setup.py").read_text() == "X = 1\n"
     assert (paths.script_dir / "users_own.txt").read_text() == "keep me"
+
+
+def test_a_spec_without_an_image_runs_locally_and_only_render_asks_for_one(
+    tmp_path: Path,
+) -> None:
+    """`tflaunch local` runs no image: demanding spec.image there only got in the way."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {name: mine}\n"
+        "spec:\n  workers: 1\n  command: [python, -c, \"print('hi')\"]\n"
+    )
+    run = subprocess.run(
+        _tflaunch(str(spec), "--workdir", str(tmp_path / "run")),
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "[worker 0] hi" in run.stdout
+    render = subprocess.run(
+        [sys.executable, "-m", "launcher", "render", str(spec)],
+        capture_output=True, text=True, timeout=TIMEOUT, env=_env(),
+    )  # fmt: skip
+    assert render.returncode == 2 and "spec.image: is required" in render.stderr
