@@ -8,7 +8,8 @@ kubernetes client takes half a second to import, and `tflaunch render` must not 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,7 +27,7 @@ from launcher.cli.options import (
 )
 from launcher.cli.wait_cmd import wait_for_job, wait_options
 from launcher.core import render, runs, workload
-from launcher.core.errors import ExitStatus
+from launcher.core.errors import ClusterError, ExitStatus
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster
@@ -104,6 +105,8 @@ def submit_command(
     kept = None if replace else find.checkpoint_run(cluster, job.name, job.namespace)
     job = runs.with_run(job, runs.new_run_id() if kept is None else kept)
     objects = render.render(job)
+    if (no_fit := _no_node_fits(cluster, objects, job.spec.node_selector)) is not None:
+        click.echo(no_fit, err=True)
     server_dry_run = dry_run == "server"
     applied = apply.apply_job(
         cluster, objects, replace=replace, dry_run=server_dry_run, program=program
@@ -159,6 +162,25 @@ def _submit_to_operator(
         )
     follow = f"kubectl describe mwj {job.name} -n {job.namespace}"
     return _wait_or_next(cluster, job, wait_for_it, timeout, pending_warning, follow)
+
+
+def _no_node_fits(
+    cluster: Cluster, objects: list[dict[str, Any]], node_selector: Mapping[str, str]
+) -> str | None:
+    """A warning when no node could ever hold one worker (its requests above every node's
+    allocatable): the job would stay Pending. Not a refusal: a cluster autoscaler may add a
+    node that fits. None when it fits, or when the nodes cannot be read (RBAC)."""
+    from launcher.cluster import doctor
+
+    try:
+        nodes = cluster.list_objects("Node")
+    except ClusterError:  # Forbidden (RBAC) included: the apply says what it must
+        return None
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    check = doctor.check_fit(nodes, doctor.needs_of(jobs), node_selector)
+    if not check.failed:
+        return None
+    return f"{program_name()}: warning: {check.detail}: the workers would stay Pending; {check.fix}"
 
 
 def _say_applied(lines: list[str], dry_run: str) -> None:

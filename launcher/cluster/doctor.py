@@ -137,6 +137,44 @@ def check_gpu_nodes(nodes: Sequence[Obj], needs: Needs | None) -> Check:
               f"{needs.workers}; GPUs in use by other pods not counted)")  # fmt: skip
 
 
+FIT_RESOURCES = (("cpu", "spec.resources.requests.cpu"),
+                 ("memory", "spec.resources.requests.memory"),
+                 (GPU, "spec.gpusPerWorker"))  # fmt: skip
+"""What a worker asks of its node, and the spec field that asks it."""
+
+
+def check_fit(nodes: Sequence[Obj], needs: Needs | None, node_selector: Mapping[str, str]) -> Check:
+    """Whether one worker fits on some node at all: its requests against the allocatable of
+    each schedulable node its nodeSelector matches (what other pods use is not counted:
+    this finds the request no node can ever hold, not a busy cluster)."""
+    name = "node fit"
+    if needs is None:
+        return skip(name, "no job")
+    candidates = [
+        n for n in nodes
+        if not reading.spec(n).get("unschedulable")
+        and all(reading.labels_of(n).get(k) == v for k, v in node_selector.items())
+    ]  # fmt: skip
+    where = f"nodes matching nodeSelector {dict(node_selector)}" if node_selector else "nodes"
+    if not candidates:  # none yet: an autoscaler may bring them (from zero), say nothing
+        return skip(name, f"no schedulable {where} to compare with")
+    for key, field in FIT_RESOURCES:
+        want = needs.requests.get(key)
+        if not want:
+            continue
+        largest, node = max(
+            (quantity(_allocatable(n).get(key, 0)), reading.name(n)) for n in candidates
+        )
+        if want > largest:
+            return fail(
+                name,
+                f"each worker requests {key} {_number(want)}, more than any of the "
+                f"{len(candidates)} {where} can give (the most: {_number(largest)} on {node})",
+                f"lower {field} to at most {_number(largest)}, or add a larger node",
+            )
+    return ok(name, f"one worker fits on {len(candidates)} {where}")
+
+
 def _allocatable(node: Obj) -> Mapping[str, Any]:
     return (node.get("status") or {}).get("allocatable") or {}
 

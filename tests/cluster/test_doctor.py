@@ -277,3 +277,65 @@ def test_doctor_skips_what_rbac_forbids_reading(
     result = tflaunch("doctor", "mnist")
 
     assert "- GPU nodes: not checked: cannot list nodes: forbidden" in result.out
+
+
+# --- Will one worker fit on any node? (`submit` warns before it applies) -------------------
+
+
+def _node(name: str, cpu: str, memory: str = "32Gi", **node_labels: str) -> dict[str, Any]:
+    node = gpu_node(name)
+    node["status"]["allocatable"] = {"cpu": cpu, "memory": memory}
+    node["metadata"]["labels"] = node_labels
+    return node
+
+
+def test_a_worker_requesting_more_cpu_than_any_node_has_fails_naming_the_field() -> None:
+    needs = doctor.needs_of(
+        [job_objects(spec__resources__requests__cpu="4", spec__resources__limits__cpu="4")[-1]]
+    )
+    check = doctor.check_fit([_node("small", "2"), _node("smaller", "1500m")], needs, {})
+    assert check.failed
+    assert check.detail == (
+        "each worker requests cpu 4, more than any of the 2 nodes can give (the most: 2 on small)"
+    )
+    assert check.fix == "lower spec.resources.requests.cpu to at most 2, or add a larger node"
+
+
+def test_only_the_nodes_the_selector_matches_count() -> None:
+    needs = doctor.needs_of(
+        [job_objects(spec__resources__requests__cpu="4", spec__resources__limits__cpu="4")[-1]]
+    )
+    nodes = [_node("big", "16"), _node("pool-a", "2", pool="a")]
+    assert not doctor.check_fit(nodes, needs, {}).failed
+    check = doctor.check_fit(nodes, needs, {"pool": "a"})
+    assert check.failed and "nodes matching nodeSelector {'pool': 'a'}" in check.detail
+    none = doctor.check_fit(nodes, needs, {"pool": "b"})  # an autoscaler may bring them
+    assert none.outcome == "skip" and none.detail == (
+        "no schedulable nodes matching nodeSelector {'pool': 'b'} to compare with"
+    )
+
+
+def test_submit_warns_before_it_applies_a_job_no_node_can_hold_and_applies_it(
+    tflaunch: Tflaunch, fake: FakeKubernetes
+) -> None:
+    """The project's 2-core real node, with a spec asking 4 CPUs per worker, stayed Pending
+    for 15 minutes. A warning, not a refusal: an autoscaler may add a node that fits."""
+    fake.put(_node("real-node", "2", "8Gi"))
+
+    result = tflaunch(
+        "submit", "--set", "spec.resources.requests.cpu=4", "--set", "spec.resources.limits.cpu=4"
+    )
+
+    assert result.code == 0, result.err
+    assert (
+        "tflaunch: warning: each worker requests cpu 4, more than any of the 1 nodes can give "
+        "(the most: 2 on real-node): the workers would stay Pending; lower "
+        "spec.resources.requests.cpu to at most 2, or add a larger node"
+    ) in result.err
+    assert "job.batch/mnist-worker created" in result.out
+
+
+def test_submit_says_nothing_when_a_worker_fits(tflaunch: Tflaunch, fake: FakeKubernetes) -> None:
+    fake.put(_node("real-node", "2", "8Gi"))
+    result = tflaunch("submit")
+    assert result.code == 0 and "warning" not in result.err, result.err
