@@ -40,6 +40,9 @@ def saved_step(text: object) -> int | None:
 
 # Environment variables set in every worker, by the templates and by `tflaunch local`.
 ENV_TF_CONFIG = "TF_CONFIG"
+TF_CONFIG_GROUP_JOBS = ("chief", "master", "worker")
+"""TF_CONFIG's jobs whose tasks make up the all-reduce group, in group order: a chief (master
+is a Kubeflow TFJob's name for it), then the workers; tflaunch's worker i is the group's i-th."""
 ENV_WORKER_INDEX = "WORKER_INDEX"
 """Filled by Kubernetes from the Indexed Job's completion-index annotation."""
 ENV_LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
