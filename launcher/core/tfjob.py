@@ -27,8 +27,10 @@ GPU = "nvidia.com/gpu"
 _REFUSED_REPLICAS = {
     "PS": "parameter servers are ParameterServerStrategy, which tflaunch does not run (it runs "
     "MultiWorkerMirroredStrategy): use MultiWorkerMirroredStrategy with Worker replicas only",
-    "Evaluator": "a side-car evaluator is not run beside the group: evaluate in the program "
-    "(model.evaluate on the chief) or run the evaluator as its own job reading the checkpoints",
+    "Evaluator": "a side-car evaluator is not run beside the group (tflaunch's status, "
+    "restarts and exit codes are the all-reduce group's): evaluate in the program (fit's "
+    "validation_data, or model.evaluate after fit), or run tf.keras.utils.SidecarEvaluator as "
+    "a Job of its own on spec.checkpoint's volume; remove the Evaluator replica",
 }
 CHIEFS = ("Chief", "Master")
 """training-operator's names for the one replica that decides the job (Master: the old one)."""

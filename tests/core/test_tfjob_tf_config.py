@@ -225,3 +225,19 @@ def test_convert_carries_the_chief_so_the_multiworkerjob_gives_the_same_tf_confi
     assert any(
         line.startswith("# Chief: tflaunch's worker 0") for line in result.stdout.splitlines()
     )
+
+
+@pytest.mark.parametrize("command", ["render", "validate", "tfconfig", "local", "convert"])
+def test_an_evaluator_is_exit_2_with_one_line_naming_what_to_run_instead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    document = _chief_job()
+    replicas = document["spec"]["tfReplicaSpecs"]
+    replicas["Evaluator"] = copy.deepcopy(replicas["Worker"]) | {"replicas": 1}
+    path = tmp_path / "tfjob.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert run([command, str(path)]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    (line,) = printed.err.strip().splitlines()
+    assert "spec.tfReplicaSpecs.Evaluator" in line and "SidecarEvaluator" in line
