@@ -95,8 +95,13 @@ def to_multiworkerjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+_REPLICA_TYPES = {t.lower(): t for t in ("Chief", "Master", "Worker", "Evaluator", "PS")}
+"""training-operator takes a replica type in any case (`chief`, `WORKER`) as this name."""
+
+
 def _replicas(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    replicas = _mapping(spec, "tfReplicaSpecs", "spec")
+    written = _mapping(spec, "tfReplicaSpecs", "spec")
+    replicas = {_REPLICA_TYPES.get(str(k).lower(), k): v for k, v in written.items()}
     for rtype in replicas:
         where = f"spec.tfReplicaSpecs.{rtype}"
         if rtype in _REFUSED_REPLICAS:
@@ -373,7 +378,8 @@ def _only(value: Mapping[str, Any], where: str, known: set[str]) -> None:
 def notes(tfjob: Mapping[str, Any]) -> list[str]:
     """What a converted TFJob does differently from training-operator, one line per field
     (`tflaunch convert` prints them as comments)."""
-    replicas = tfjob.get("spec", {}).get("tfReplicaSpecs", {})
+    written = tfjob.get("spec", {}).get("tfReplicaSpecs", {})
+    replicas = {_REPLICA_TYPES.get(str(k).lower(), k): v for k, v in written.items()}
     chief = next((c for c in CHIEFS if c in replicas), None)
     policy = replicas.get(chief or "Worker", {}).get("restartPolicy", "Never")
     lines = [

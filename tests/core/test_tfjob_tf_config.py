@@ -241,3 +241,13 @@ def test_an_evaluator_is_exit_2_with_one_line_naming_what_to_run_instead(
     assert printed.out == ""
     (line,) = printed.err.strip().splitlines()
     assert "spec.tfReplicaSpecs.Evaluator" in line and "SidecarEvaluator" in line
+
+
+def test_replica_types_are_read_in_any_case_as_training_operator_reads_them(
+    tmp_path: Path,
+) -> None:
+    document = _chief_job()
+    replicas = document["spec"]["tfReplicaSpecs"]
+    document["spec"]["tfReplicaSpecs"] = {"chief": replicas["Chief"], "WORKER": replicas["Worker"]}
+    job = _load(tmp_path, document)
+    assert (job.spec.workers, job.spec.tf_config.chief) == (3, "chief")
