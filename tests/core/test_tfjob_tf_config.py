@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from launcher.api.spec import MultiWorkerJob
 from launcher.cli.main import cli, run
-from launcher.core import load, names, render, tfconfig
+from launcher.core import limits, load, names, render, tfconfig
 
 DATA = Path(__file__).parents[1] / "data" / "tfjob"
 GOLDENS: dict[str, dict[str, str | None]] = json.loads(
@@ -251,3 +251,30 @@ def test_replica_types_are_read_in_any_case_as_training_operator_reads_them(
     document["spec"]["tfReplicaSpecs"] = {"chief": replicas["Chief"], "WORKER": replicas["Worker"]}
     job = _load(tmp_path, document)
     assert (job.spec.workers, job.spec.tf_config.chief) == (3, "chief")
+
+
+@pytest.mark.parametrize("workers", [2, 11, 101])
+@pytest.mark.parametrize(
+    "shape",
+    [{}, {"environment": "cloud"}, {"chief": "chief", "environment": "cloud"}, {"chief": "master"}],
+)
+def test_the_tf_config_size_check_counts_the_largest_tf_config_exactly(
+    workers: int, shape: dict[str, str]
+) -> None:
+    """The size checked against the kernel's limit on one environment string is the largest
+    rendered one's (with its NUL), whatever the task names."""
+    document = {
+        "apiVersion": "tflaunch.dev/v1alpha1",
+        "kind": "MultiWorkerJob",
+        "metadata": {"name": "sized", "namespace": "team"},
+        "spec": {
+            "image": "img:1", "workers": workers, "command": ["python", "/t.py"],
+            "layout": "per-worker", "tfConfig": shape,
+        },
+    }  # fmt: skip
+    job = load.job_from_document(document)
+    largest = max(
+        len(f"TF_CONFIG={json.dumps(tfconfig.job_tf_config(job, i), separators=(',', ':'))}") + 1
+        for i in range(workers)
+    )
+    assert limits.tf_config_env_bytes(job, workers) == largest
