@@ -392,8 +392,8 @@ def notes(tfjob: Mapping[str, Any]) -> list[str]:
     ]
     if chief is not None:
         lines.append(
-            f"{chief}: tflaunch's worker 0 (host <name>-worker-0), the Workers 1..N-1; "
-            "layout per-worker (one Job each, for the chief's own TF_CONFIG)"
+            f"{chief}: tflaunch's worker 0 (host <name>-worker-0), the TFJob's worker i its "
+            "worker i+1; layout per-worker (one Job each, for the chief's own TF_CONFIG)"
         )
     if "schedulingPolicy" in tfjob.get("spec", {}).get("runPolicy", {}):
         lines.append("runPolicy.schedulingPolicy: queue is a Kueue LocalQueue (gang: kueue)")
