@@ -395,6 +395,11 @@ def notes(tfjob: Mapping[str, Any]) -> list[str]:
             f"{chief}: tflaunch's worker 0 (host <name>-worker-0), the TFJob's worker i its "
             "worker i+1; layout per-worker (one Job each, for the chief's own TF_CONFIG)"
         )
+    if chief == "Master":
+        lines.append(
+            "Master: task.type master, as training-operator gives it; TensorFlow 2's "
+            "MultiWorkerMirroredStrategy refuses a master job: rename the replica Chief"
+        )
     if "schedulingPolicy" in tfjob.get("spec", {}).get("runPolicy", {}):
         lines.append("runPolicy.schedulingPolicy: queue is a Kueue LocalQueue (gang: kueue)")
     return lines

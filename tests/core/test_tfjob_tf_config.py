@@ -278,3 +278,15 @@ def test_the_tf_config_size_check_counts_the_largest_tf_config_exactly(
         for i in range(workers)
     )
     assert limits.tf_config_env_bytes(job, workers) == largest
+
+
+def test_convert_warns_that_tensorflow_2_refuses_a_master(tmp_path: Path) -> None:
+    path = tmp_path / "tfjob.yaml"
+    path.write_text(yaml.safe_dump(_manifest("master_worker_tfjob.yaml")))
+    result = CliRunner().invoke(cli, ["convert", str(path)])
+    assert result.exit_code == 0, result.output
+    assert any(
+        line.startswith("# Master:") and "rename the replica Chief" in line
+        for line in result.stdout.splitlines()
+    )
+    assert yaml.safe_load(result.stdout)["spec"]["tfConfig"]["chief"] == "master"
