@@ -157,9 +157,10 @@ ENV_CHECKPOINT_DIR = "TFLAUNCH_CHECKPOINT_DIR"
 ENV_MODEL_DIR = "TFLAUNCH_MODEL_DIR"
 """Where the chief writes the trained model and anything else to keep."""
 ENV_WORKER_INDEX_PUBLIC = "TFLAUNCH_WORKER_INDEX"
-"""This worker's task index in TF_CONFIG (0 is the chief)."""
+"""This worker's index in the group, 0 the chief (TF_CONFIG's task.index; after a
+cluster.chief, worker i is i + 1)."""
 ENV_NUM_WORKERS = "TFLAUNCH_NUM_WORKERS"
-"""How many workers the group has (TF_CONFIG's cluster.worker length, 1 without it)."""
+"""How many workers the group has (TF_CONFIG's chief and workers, 1 without it)."""
 WRAPPER_MODULE = "trainer.run"
 """`python -m trainer.run [OPTIONS] -- CMD ARGS...`: the entrypoint of every worker."""
 BUILTIN_TRAINER = ("python", "-m", "trainer")
