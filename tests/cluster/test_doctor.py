@@ -87,13 +87,11 @@ def test_consistent_tf_configs_pass() -> None:
 
 def test_a_chiefs_tf_configs_pass_and_a_chief_named_worker_does_not() -> None:
     """A TFJob's Chief is worker 0 with task chief 0; the workers after it are worker i-1."""
-    jobs = [
-        o
-        for o in job_objects(
-            spec__layout="per-worker", spec__tfConfig__chief="chief", spec__workers=4
-        )
-        if o["kind"] == "Job"
-    ]
+    rendered = job_objects(
+        spec__layout="per-worker", spec__tfConfig__chief="chief", spec__workers=4,
+        spec__command=["python", "/train.py"],
+    )  # fmt: skip
+    jobs = [o for o in rendered if o["kind"] == "Job"]
     pods = [pod_for(job, 0, ip=f"10.0.0.{i + 10}") for i, job in enumerate(jobs)]
 
     assert doctor.check_tf_config(pods, expected=4).outcome == "ok"

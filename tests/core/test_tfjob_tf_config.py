@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from launcher.api.spec import MultiWorkerJob
 from launcher.cli.main import cli, run
 from launcher.core import limits, load, names, render, tfconfig
+from launcher.core.errors import SpecError
 
 DATA = Path(__file__).parents[1] / "data" / "tfjob"
 GOLDENS: dict[str, dict[str, str | None]] = json.loads(
@@ -290,3 +291,15 @@ def test_convert_warns_that_tensorflow_2_refuses_a_master(tmp_path: Path) -> Non
         for line in result.stdout.splitlines()
     )
     assert yaml.safe_load(result.stdout)["spec"]["tfConfig"]["chief"] == "master"
+
+
+def test_a_chief_is_for_the_users_own_program_not_the_built_in_trainer() -> None:
+    document = {
+        "apiVersion": "tflaunch.dev/v1alpha1",
+        "kind": "MultiWorkerJob",
+        "metadata": {"name": "builtin"},
+        "spec": {"image": "img:1", "layout": "per-worker", "tfConfig": {"chief": "chief"}},
+    }
+    with pytest.raises(SpecError) as refused:
+        load.job_from_document(document)
+    assert refused.value.field == "spec.tfConfig.chief"

@@ -12,9 +12,16 @@ from tests.operator.sim import Cluster, resource
 CHIEF = {
     "layout": "per-worker",
     "workers": 3,
-    "trainer": {"globalBatchSize": 96},
+    "command": ["python", "/multi_worker_strategy-with-keras.py"],
     "tfConfig": {"chief": "chief", "environment": "cloud"},
 }
+
+
+def _converted() -> dict[str, Any]:
+    """What `tflaunch convert` makes of a Chief and two Workers, as the API server stores it."""
+    body = resource(CHIEF)
+    del body["spec"]["trainer"]  # a TFJob runs its own program
+    return body
 
 
 def _tf_config(job: dict[str, Any]) -> dict[str, Any]:
@@ -23,7 +30,7 @@ def _tf_config(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_operator_gives_the_chief_its_own_job_and_task() -> None:
-    cluster = Cluster(resource(CHIEF))
+    cluster = Cluster(_converted())
     cluster.settle()
     configs = [_tf_config(cluster.jobs[f"mnist-worker-{i}"]) for i in range(3)]
     assert [c["task"] for c in configs] == [
@@ -37,7 +44,7 @@ def test_the_operator_gives_the_chief_its_own_job_and_task() -> None:
 
 
 def test_a_failed_worker_restarts_the_chief_with_the_group() -> None:
-    cluster = Cluster(resource(CHIEF))
+    cluster = Cluster(_converted())
     cluster.settle()
     cluster.start_workers()
     cluster.settle()
