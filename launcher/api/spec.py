@@ -208,7 +208,8 @@ class TFConfigShape:
     chief: Literal["", "chief", "master"] = _field(
         "chief",
         "TF_CONFIG's task type of worker 0 (chief, or master for a TFJob's Master replica); "
-        "workers 1..N-1 are then task.type worker 0..N-2. Needs layout: per-worker.",
+        "workers 1..N-1 are then task.type worker 0..N-2. Needs layout: per-worker and your own "
+        "program (spec.command or spec.script).",
         "",
     )
     environment: Literal["", "cloud"] = _field(
