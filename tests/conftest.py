@@ -32,6 +32,7 @@ TENSORFLOW_MODULES = frozenset(
         "tests/local/test_preemption.py",
         "tests/local/test_preemption_own_program.py",
         "tests/local/test_run_outputs.py",
+        "tests/local/test_tfjob_local.py",
         "tests/local/test_runner.py",
         "tests/trainer/test_trainer_cli.py",
         "tests/trainer/test_trainer_data.py",

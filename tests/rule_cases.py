@@ -25,6 +25,7 @@ VIOLATIONS: dict[rules.Rule, tuple[str, dict[str, Any]]] = {
         {"layout": "per-worker", "workers": 501, "trainer": {"globalBatchSize": 501}},
     ),
     rules.KUEUE_INDEXED: ("kq", {"gang": "kueue", "queueName": "team", "layout": "per-worker"}),
+    rules.CHIEF_PER_WORKER: ("chief", {"tfConfig": {"chief": "chief"}}),
     rules.KUEUE_QUEUE: ("kq", {"gang": "kueue"}),
     rules.QUEUE_NEEDS_GANG: ("q", {"queueName": "team"}),
     rules.VOLCANO_SCHEDULER: ("vs", {"gang": "volcano", "schedulerName": "default-scheduler"}),

@@ -35,6 +35,7 @@ from trainer.errors import ConfigError, RendezvousTimeout, TransientError
 log = logging.getLogger(__name__)
 
 WORKER_JOB = "worker"
+GROUP_JOBS = contract.TF_CONFIG_GROUP_JOBS
 QUICK_POLL_SECONDS = 0.05
 QUICK_POLL_COUNT = 20
 """Peers started beside each other answer within a second: polled every 50 ms for the first
@@ -177,50 +178,68 @@ def _field(mapping: Any, key: str, where: str) -> Any:
 
 
 def _worker_list(cluster: Any) -> tuple[str, ...]:
-    """Validate TF_CONFIG.cluster and return its worker addresses."""
+    """Validate TF_CONFIG.cluster and return the group's addresses in group order (a chief,
+    then the workers: `contract.TF_CONFIG_GROUP_JOBS`)."""
     if isinstance(cluster, dict):
-        others = sorted(set(cluster) - {WORKER_JOB})
+        others = sorted(set(cluster) - set(GROUP_JOBS))
         if others:
             raise ConfigError(
                 f"TF_CONFIG: cluster has job(s) {others}; the trainer supports only "
-                f"'{WORKER_JOB}' (worker 0 is the chief), which is what tflaunch renders"
+                f"{', '.join(repr(j) for j in GROUP_JOBS)} (one chief, then the workers), "
+                "which is what tflaunch renders"
             )
-    workers = _field(cluster, WORKER_JOB, "cluster")
+        chiefs = [j for j in GROUP_JOBS[:-1] if j in cluster]
+        if len(chiefs) > 1 or any(len(cluster[j] or []) > 1 for j in chiefs):
+            raise ConfigError("TF_CONFIG: the cluster must have at most one chief (or master)")
+        if chiefs and WORKER_JOB not in cluster:
+            return _addresses(cluster, chiefs[0])
+        if chiefs:
+            return _addresses(cluster, chiefs[0]) + _addresses(cluster, WORKER_JOB)
+    return _addresses(cluster, WORKER_JOB)
+
+
+def _addresses(cluster: Any, job: str) -> tuple[str, ...]:
+    workers = _field(cluster, job, "cluster")
     if not isinstance(workers, list) or not workers:
-        raise ConfigError("TF_CONFIG: cluster.worker must be a non-empty list of host:port")
+        raise ConfigError(f"TF_CONFIG: cluster.{job} must be a non-empty list of host:port")
     seen: set[str] = set()
     for position, address in enumerate(workers):
         if not isinstance(address, str):
-            raise ConfigError(f"TF_CONFIG: cluster.worker[{position}] is not a string")
+            raise ConfigError(f"TF_CONFIG: cluster.{job}[{position}] is not a string")
         try:
             split_address(address)
         except ValueError as e:
-            raise ConfigError(f"TF_CONFIG: cluster.worker[{position}]: {e}") from None
+            raise ConfigError(f"TF_CONFIG: cluster.{job}[{position}]: {e}") from None
         if address in seen:
             raise ConfigError(
-                f"TF_CONFIG: cluster.worker lists {address!r} twice; every worker needs "
+                f"TF_CONFIG: cluster.{job} lists {address!r} twice; every worker needs "
                 "its own host:port"
             )
         seen.add(address)
     return tuple(workers)
 
 
-def _task_index(task: Any, num_workers: int) -> int:
-    """Validate TF_CONFIG.task and return its index."""
+def _task_index(task: Any, cluster: dict[str, Any]) -> int:
+    """Validate TF_CONFIG.task and return its index in the group (a chief is 0, worker i is
+    i + 1 after a chief)."""
     task_type = _field(task, "type", "task")
-    if task_type != WORKER_JOB:
+    if task_type not in cluster or task_type not in GROUP_JOBS:
+        present = [j for j in GROUP_JOBS if j in cluster]
         raise ConfigError(
-            f"TF_CONFIG: task.type is {task_type!r}; the trainer supports only '{WORKER_JOB}' tasks"
+            f"TF_CONFIG: task.type is {task_type!r}; the cluster has "
+            f"{', '.join(repr(j) for j in present)}"
         )
     index = _field(task, "index", "task")
     if isinstance(index, bool) or not isinstance(index, int):
         raise ConfigError(f"TF_CONFIG: task.index must be an integer, got {index!r}")
-    if not 0 <= index < num_workers:
+    size = len(cluster[task_type])
+    if not 0 <= index < size:
         raise ConfigError(
-            f"TF_CONFIG: task.index {index} is out of range for {num_workers} worker(s) "
-            f"in cluster.worker (valid: 0..{num_workers - 1})"
+            f"TF_CONFIG: task.index {index} is out of range for {size} task(s) "
+            f"in cluster.{task_type} (valid: 0..{size - 1})"
         )
-    return index
+    before = GROUP_JOBS[: GROUP_JOBS.index(task_type)]
+    return index + sum(len(cluster.get(j) or []) for j in before)
 
 
 def parse_tf_config(raw: str | None) -> WorkerGroup:
@@ -235,8 +254,9 @@ def parse_tf_config(raw: str | None) -> WorkerGroup:
         config = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ConfigError(f"TF_CONFIG is not valid JSON ({e}): {raw[:200]!r}") from None
-    workers = _worker_list(_field(config, "cluster", "TF_CONFIG"))
-    index = _task_index(_field(config, "task", "TF_CONFIG"), len(workers))
+    cluster = _field(config, "cluster", "TF_CONFIG")
+    workers = _worker_list(cluster)
+    index = _task_index(_field(config, "task", "TF_CONFIG"), cluster)
     return WorkerGroup(workers=workers, index=index)
 
 

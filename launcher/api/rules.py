@@ -121,6 +121,16 @@ KUEUE_INDEXED = Rule(
     ),
 )
 
+CHIEF_PER_WORKER = Rule(
+    field="spec.layout",
+    cel="!has(self.tfConfig) || !has(self.tfConfig.chief) || self.tfConfig.chief == '' "
+    "|| self.layout == 'per-worker'",
+    message=(
+        "must be per-worker with spec.tfConfig.chief: the chief's TF_CONFIG differs from the "
+        "workers' by more than the index, which one Indexed Job cannot vary"
+    ),
+)
+
 KUEUE_QUEUE = Rule(
     field="spec.queueName",
     cel="self.gang != 'kueue' || has(self.queueName)",
@@ -155,6 +165,7 @@ RULES: tuple[Rule, ...] = (
     PORT_RANGE,
     PER_WORKER_SIZE,
     KUEUE_INDEXED,
+    CHIEF_PER_WORKER,
     KUEUE_QUEUE,
     QUEUE_NEEDS_GANG,
     VOLCANO_SCHEDULER,

@@ -200,6 +200,23 @@ class Toleration:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class TFConfigShape:
+    """Default: every worker is task `worker` (worker 0 is MultiWorkerMirroredStrategy's
+    chief); a Kubeflow TFJob's Chief and "environment" are set here."""
+
+    chief: Literal["", "chief", "master"] = _field(
+        "chief",
+        "TF_CONFIG's task type of worker 0 (chief, or master for a TFJob's Master replica); "
+        "workers 1..N-1 are then task.type worker 0..N-2. Needs layout: per-worker and your own "
+        "program (spec.command or spec.script).",
+        "",
+    )
+    environment: Literal["", "cloud"] = _field(
+        "environment", "TF_CONFIG's \"environment\" key (a TFJob's is cloud); default: none.", ""
+    )
+
+
 Layout = Literal["indexed", "per-worker"]
 Gang = Literal["none", "kueue", "volcano", "coscheduling"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
@@ -246,6 +263,9 @@ class JobSpec:
         "indexed: one Indexed Job, index from Kubernetes; per-worker: one Job per worker "
         "with its literal TF_CONFIG.",
         "indexed",
+    )
+    tf_config: TFConfigShape = _field(
+        "tfConfig", "The task names in TF_CONFIG.", factory=TFConfigShape
     )
     trainer: TrainerArgs = _field(
         "trainer",

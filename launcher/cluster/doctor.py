@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from launcher.core import contract, labels, reading
+from launcher.core import contract, labels, reading, tfconfig
 from launcher.core.quantities import quantity
 
 Obj = Mapping[str, Any]
@@ -351,7 +351,7 @@ def check_tf_config(pods: Sequence[Obj], expected: int | None = None) -> Check:
         return skip(name, "no live worker pods to read it from")
     problems: list[str] = []
     clusters: dict[str, list[int]] = {}
-    tasks: dict[int, list[int]] = {}
+    tasks: dict[str, list[int]] = {}
     by_index: dict[int, Obj] = {}
     for pod in live:
         index = reading.pod_index(pod)
@@ -362,16 +362,20 @@ def check_tf_config(pods: Sequence[Obj], expected: int | None = None) -> Check:
             problems.append(f"worker {index} {error}")
             continue
         task = config.get("task") or {}
-        if task.get("type") != "worker":
-            problems.append(f"worker {index} has task type {task.get('type')!r}, not 'worker'")
-        if task.get("index") != index:
+        cluster = config.get("cluster")
+        expected_task = _expected_task(cluster, index)
+        if expected_task is not None and task.get("type") != expected_task["type"]:
+            problems.append(
+                f"worker {index} has task type {task.get('type')!r}, not {expected_task['type']!r}"
+            )
+        if expected_task is not None and task.get("index") != expected_task["index"]:
             problems.append(f"worker {index}'s TF_CONFIG says task index {task.get('index')}")
         if isinstance(task.get("index"), int):
-            tasks.setdefault(task["index"], []).append(index)
+            tasks.setdefault(f"{task.get('type')} {task['index']}", []).append(index)
         clusters.setdefault(json.dumps(config.get("cluster"), sort_keys=True), []).append(index)
-    for task_index, holders in sorted(tasks.items()):
+    for claimed, holders in sorted(tasks.items()):
         if len(holders) > 1:
-            problems.append(f"task index {task_index} is claimed by workers {holders}")
+            problems.append(f"task {claimed} is claimed by workers {holders}")
     if len(clusters) > 1:
         variants = "; ".join(f"workers {v}" for v in clusters.values())
         problems.append(f"the cluster list differs between pods ({variants})")
@@ -389,9 +393,25 @@ def check_tf_config(pods: Sequence[Obj], expected: int | None = None) -> Check:
               "index once, hosts match the pods' DNS names)")  # fmt: skip
 
 
+def _expected_task(cluster: Any, index: int) -> dict[str, Any] | None:
+    """The task worker `index` must have in `cluster` (a chief first: `tfconfig.task`)."""
+    if not isinstance(cluster, dict) or not all(
+        isinstance(cluster.get(j, []), list) for j in contract.TF_CONFIG_GROUP_JOBS
+    ):
+        return {"type": "worker", "index": index}
+    try:
+        return tfconfig.task(cluster, index)
+    except ValueError:  # outside the cluster: _check_hosts says so
+        return None
+
+
 def _check_hosts(cluster: Any, by_index: Mapping[int, Obj], expected: int | None) -> list[str]:
-    workers = (cluster or {}).get("worker") if isinstance(cluster, dict) else None
-    if not isinstance(workers, list):
+    workers = (
+        tfconfig.group_addresses(cluster)
+        if isinstance(cluster, dict) and isinstance(cluster.get("worker", []), list)
+        else None
+    )
+    if not workers:
         return ["the cluster has no worker list"]
     problems = []
     if expected is not None and len(workers) != expected:

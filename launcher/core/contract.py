@@ -40,6 +40,9 @@ def saved_step(text: object) -> int | None:
 
 # Environment variables set in every worker, by the templates and by `tflaunch local`.
 ENV_TF_CONFIG = "TF_CONFIG"
+TF_CONFIG_GROUP_JOBS = ("chief", "master", "worker")
+"""TF_CONFIG's jobs whose tasks make up the all-reduce group, in group order: a chief (master
+is a Kubeflow TFJob's name for it), then the workers; tflaunch's worker i is the group's i-th."""
 ENV_WORKER_INDEX = "WORKER_INDEX"
 """Filled by Kubernetes from the Indexed Job's completion-index annotation."""
 ENV_LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
@@ -154,9 +157,10 @@ ENV_CHECKPOINT_DIR = "TFLAUNCH_CHECKPOINT_DIR"
 ENV_MODEL_DIR = "TFLAUNCH_MODEL_DIR"
 """Where the chief writes the trained model and anything else to keep."""
 ENV_WORKER_INDEX_PUBLIC = "TFLAUNCH_WORKER_INDEX"
-"""This worker's task index in TF_CONFIG (0 is the chief)."""
+"""This worker's index in the group, 0 the chief (TF_CONFIG's task.index; after a
+cluster.chief, worker i is i + 1)."""
 ENV_NUM_WORKERS = "TFLAUNCH_NUM_WORKERS"
-"""How many workers the group has (TF_CONFIG's cluster.worker length, 1 without it)."""
+"""How many workers the group has (TF_CONFIG's chief and workers, 1 without it)."""
 WRAPPER_MODULE = "trainer.run"
 """`python -m trainer.run [OPTIONS] -- CMD ARGS...`: the entrypoint of every worker."""
 BUILTIN_TRAINER = ("python", "-m", "trainer")

@@ -184,16 +184,23 @@ def check_layout_size(job: MultiWorkerJob) -> None:
 def tf_config_env_bytes(job: MultiWorkerJob, workers: int) -> int:
     """Bytes of the largest "TF_CONFIG=..." environment string (with its NUL) for `workers`."""
     address = names.worker_fqdn(job.name, 0, job.namespace, job.spec.cluster_domain)
-    fixed = len(address) - 1 + len(f':{job.spec.port}"",')  # quoted, comma-separated
+    quoted = len(address) - 1 + len(f':{job.spec.port}""')  # without its index's digits
     digits = sum(len(str(i)) for i in range(workers))
     skeleton = '{"cluster":{"worker":[]},"task":{"type":"worker","index":}}'
+    shape = job.spec.tf_config
+    commas = largest_index = workers - 1
+    if shape.chief and workers > 1:  # member 0 in a list of its own; the last is worker N-2
+        skeleton = skeleton.replace('{"worker"', f'{{"{shape.chief}":[],"worker"')
+        commas = largest_index = workers - 2
+    if shape.environment:
+        skeleton = skeleton[:-1] + f',"environment":"{shape.environment}"}}'
     return (
         len(f"{contract.ENV_TF_CONFIG}=")
         + len(skeleton)
-        + fixed * workers
-        - 1
+        + quoted * workers
         + digits
-        + len(str(workers - 1))
+        + commas
+        + len(str(largest_index))
         + 1
     )
 

@@ -39,7 +39,8 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
     """What tflaunch sets in worker `index` (None: the Indexed Job's pods, which read their
     index from Kubernetes), in order; `restarts` (the operator's group restarts so far) goes
     in $TFLAUNCH_RESTARTS when given."""
-    cluster = tfconfig.cluster_spec(tfconfig.job_addresses(job))
+    shape = job.spec.tf_config
+    cluster = tfconfig.cluster_spec(tfconfig.job_addresses(job), shape)
     index_why = "set by tflaunch from each pod's completion index"
     env = [
         # WORKER_INDEX must come before TF_CONFIG: Kubernetes expands $(WORKER_INDEX) in order.
@@ -49,8 +50,8 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
         SetEnv(
             contract.ENV_TF_CONFIG,
             "set by tflaunch from metadata.name, metadata.namespace, spec.workers, spec.port "
-            "and spec.clusterDomain",
-            tfconfig.tf_config_json(cluster, index),
+            "spec.clusterDomain and spec.tfConfig",
+            tfconfig.tf_config_json(cluster, index, shape),
         ),
         SetEnv("HOME", "set by tflaunch to /tmp (the root filesystem is read-only)", "/tmp"),
         *(
@@ -77,7 +78,7 @@ helps (only the error message uses it)."""
 def reserved(job: MultiWorkerJob) -> dict[str, str]:
     """Every variable `spec.env` may not set, and why: what `render` sets (the operator's
     children too, with $TFLAUNCH_RESTARTS) and what the image sets."""
-    rendered = tflaunch_env(job, None, restarts=0)
+    rendered = tflaunch_env(job, 0, restarts=0)  # the names are every member's
     return {**IMAGE_ENV, **{e.name: e.why for e in rendered}}
 
 

@@ -9,6 +9,7 @@ by field table is docs/migrating-from-tfjob.md.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,13 +27,13 @@ GPU = "nvidia.com/gpu"
 _REFUSED_REPLICAS = {
     "PS": "parameter servers are ParameterServerStrategy, which tflaunch does not run (it runs "
     "MultiWorkerMirroredStrategy): use MultiWorkerMirroredStrategy with Worker replicas only",
-    "Chief": "every tflaunch pod has task.type worker (worker 0 is MultiWorkerMirroredStrategy's "
-    "chief): add the chief's replica to Worker and test task.index == 0 instead of "
-    "task.type == 'chief'",
-    "Evaluator": "a side-car evaluator is not run beside the group: evaluate in the program "
-    "(model.evaluate on worker 0) or run the evaluator as its own job reading the checkpoints",
+    "Evaluator": "a side-car evaluator is not run beside the group (tflaunch's status, "
+    "restarts and exit codes are the all-reduce group's): evaluate in the program (fit's "
+    "validation_data, or model.evaluate after fit), or run tf.keras.utils.SidecarEvaluator as "
+    "a Job of its own on spec.checkpoint's volume; remove the Evaluator replica",
 }
-_REFUSED_REPLICAS["Master"] = _REFUSED_REPLICAS["Chief"]
+CHIEFS = ("Chief", "Master")
+"""training-operator's names for the one replica that decides the job (Master: the old one)."""
 _RESTART_POLICIES = ("Never", "OnFailure", "Always", "ExitCode")
 _POD_FIELDS = {
     # pod template field -> MultiWorkerJob spec field
@@ -81,7 +82,7 @@ def to_multiworkerjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
         "annotations": dict(_mapping(metadata, "annotations", "metadata")),
     }
     _success_policy(spec.get("successPolicy"))
-    _worker(_replicas(spec), out)
+    _group(_replicas(spec), out)
     _run_policy(_mapping(spec, "runPolicy", "spec"), out)
     job_metadata = {"name": metadata["name"]}
     if "namespace" in metadata:
@@ -94,39 +95,83 @@ def to_multiworkerjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+_REPLICA_TYPES = {t.lower(): t for t in ("Chief", "Master", "Worker", "Evaluator", "PS")}
+"""training-operator takes a replica type in any case (`chief`, `WORKER`) as this name."""
+
+
 def _replicas(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    replicas = _mapping(spec, "tfReplicaSpecs", "spec")
+    written = _mapping(spec, "tfReplicaSpecs", "spec")
+    replicas = {_REPLICA_TYPES.get(str(k).lower(), k): v for k, v in written.items()}
     for rtype in replicas:
         where = f"spec.tfReplicaSpecs.{rtype}"
         if rtype in _REFUSED_REPLICAS:
             raise SpecError(where, _REFUSED_REPLICAS[rtype])
-        if rtype != "Worker":
+        if rtype not in ("Worker", *CHIEFS):
             raise SpecError(
                 where,
                 "unknown replica type: a TFJob has Chief, Master, Worker, "
-                "Evaluator or PS (tflaunch runs Worker)",
+                "Evaluator or PS (tflaunch runs Chief or Master, and Worker)",
             )
-    if "Worker" not in replicas:
+    if all(c in replicas for c in CHIEFS):
+        raise SpecError(
+            "spec.tfReplicaSpecs.Master", "a TFJob has one Chief or one Master: keep one"
+        )
+    if "Worker" not in replicas and not any(c in replicas for c in CHIEFS):
         raise SpecError(
             "spec.tfReplicaSpecs.Worker", "required: the MultiWorkerMirroredStrategy workers"
         )
-    return _mapping(replicas, "Worker", "spec.tfReplicaSpecs")
+    return replicas
 
 
-def _worker(worker: Mapping[str, Any], out: dict[str, Any]) -> None:
-    where = "spec.tfReplicaSpecs.Worker"
-    _only(worker, where, {"replicas", "restartPolicy", "template"})
-    out["workers"] = worker.get("replicas", 1)
-    policy = worker.get("restartPolicy", "Never")
+def _group(replicas: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """The group: a chief (Chief or Master) as worker 0, then the Workers, from one pod
+    template; TF_CONFIG names their tasks as training-operator does (`spec.tfConfig`)."""
+    chief = next((c for c in CHIEFS if c in replicas), None)
+    shape: dict[str, str] = {"environment": "cloud"}
+    if chief is None:
+        _replica("Worker", _mapping(replicas, "Worker", "spec.tfReplicaSpecs"), out)
+        out["tfConfig"] = shape
+        return
+    chief_spec = _mapping(replicas, chief, "spec.tfReplicaSpecs")
+    if chief_spec.get("replicas", 1) != 1:
+        raise SpecError(
+            f"spec.tfReplicaSpecs.{chief}.replicas",
+            "must be 1: TensorFlow allows one chief (add the others to Worker)",
+        )
+    _replica(chief, chief_spec, out)
+    if "Worker" in replicas:
+        workers = copy.deepcopy(out)
+        _replica("Worker", _mapping(replicas, "Worker", "spec.tfReplicaSpecs"), workers)
+        for key in sorted(set(out) | set(workers)):
+            if key != "workers" and out.get(key) != workers.get(key):
+                raise SpecError(
+                    f"spec.tfReplicaSpecs.{chief}",
+                    f"differs from Worker in {key.lstrip('_')}: tflaunch runs the whole "
+                    f"group from one pod template; give the {chief} the Worker's (and branch "
+                    "on task.type in the program)",
+                )
+        out["workers"] = 1 + workers["workers"]
+    out["layout"] = "per-worker"  # each Job its own TF_CONFIG: the chief's task differs
+    out["tfConfig"] = {"chief": chief.lower(), **shape}
+
+
+def _replica(rtype: str, replica: Mapping[str, Any], out: dict[str, Any]) -> None:
+    where = f"spec.tfReplicaSpecs.{rtype}"
+    _only(replica, where, {"replicas", "restartPolicy", "template"})
+    out["workers"] = replica.get("replicas", 1)
+    policy = replica.get("restartPolicy", "Never")
     if policy not in _RESTART_POLICIES:
         raise SpecError(f"{where}.restartPolicy", f"must be one of {', '.join(_RESTART_POLICIES)}")
     out["_restartPolicy"] = policy
-    template = _mapping(worker, "template", where)
+    template = _mapping(replica, "template", where)
     _only(template, f"{where}.template", {"metadata", "spec"})
     pod_meta = _mapping(template, "metadata", f"{where}.template")
     _only(pod_meta, f"{where}.template.metadata", {"labels", "annotations"})
-    out["labels"].update(_mapping(pod_meta, "labels", f"{where}.template.metadata"))
-    out["annotations"].update(_mapping(pod_meta, "annotations", f"{where}.template.metadata"))
+    out["labels"] = {**out["labels"], **_mapping(pod_meta, "labels", f"{where}.template.metadata")}
+    out["annotations"] = {
+        **out["annotations"],
+        **_mapping(pod_meta, "annotations", f"{where}.template.metadata"),
+    }
     pod = _mapping(template, "spec", f"{where}.template")
     pod_where = f"{where}.template.spec"
     _only(
@@ -296,6 +341,13 @@ def _run_policy(policy: Mapping[str, Any], out: dict[str, Any]) -> None:
             f"must equal the replicas "
             f"({out['workers']}): MultiWorkerMirroredStrategy needs every worker",
         )
+    if "queue" in scheduling and out.get("layout") == "per-worker":
+        raise SpecError(
+            f"{where}.schedulingPolicy.queue",
+            "Kueue admits one Indexed Job, and a Chief needs a Job per pod (its TF_CONFIG "
+            "differs): move the chief into Worker (worker 0 is MultiWorkerMirroredStrategy's "
+            "chief) or remove the queue",
+        )
     if "queue" in scheduling:
         out["queueName"] = scheduling["queue"]
         out["gang"] = "kueue"
@@ -326,15 +378,28 @@ def _only(value: Mapping[str, Any], where: str, known: set[str]) -> None:
 def notes(tfjob: Mapping[str, Any]) -> list[str]:
     """What a converted TFJob does differently from training-operator, one line per field
     (`tflaunch convert` prints them as comments)."""
-    worker = tfjob.get("spec", {}).get("tfReplicaSpecs", {}).get("Worker", {})
-    policy = worker.get("restartPolicy", "Never")
+    written = tfjob.get("spec", {}).get("tfReplicaSpecs", {})
+    replicas = {_REPLICA_TYPES.get(str(k).lower(), k): v for k, v in written.items()}
+    chief = next((c for c in CHIEFS if c in replicas), None)
+    policy = replicas.get(chief or "Worker", {}).get("restartPolicy", "Never")
     lines = [
         f"restartPolicy {policy}: a failure restarts the whole worker group (up to "
         "backoffLimit), never one pod alone; retryable exit codes are tflaunch's table",
         "successPolicy: the job succeeds when every worker exits 0 (MultiWorkerMirroredStrategy "
         "workers finish together)",
-        'TF_CONFIG: task.type worker for every pod, no "environment" key (read only by TF <= 1.3)',
+        "TF_CONFIG: training-operator's tasks and keys, with tflaunch's host names "
+        "(<name>-worker-<i>, resolvable before the pods are Ready)",
     ]
+    if chief is not None:
+        lines.append(
+            f"{chief}: tflaunch's worker 0 (host <name>-worker-0), the TFJob's worker i its "
+            "worker i+1; layout per-worker (one Job each, for the chief's own TF_CONFIG)"
+        )
+    if chief == "Master":
+        lines.append(
+            "Master: task.type master, as training-operator gives it; TensorFlow 2's "
+            "MultiWorkerMirroredStrategy refuses a master job: rename the replica Chief"
+        )
     if "schedulingPolicy" in tfjob.get("spec", {}).get("runPolicy", {}):
         lines.append("runPolicy.schedulingPolicy: queue is a Kueue LocalQueue (gang: kueue)")
     return lines

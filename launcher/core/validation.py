@@ -117,6 +117,14 @@ def check(job: MultiWorkerJob) -> None:
             f"{run!r} is not a run id (lower-case letters, digits and '-', at most 63), e.g. "
             "20261130-174512-3f2a",
         )
+    if spec.tf_config.chief and spec.layout != "per-worker":
+        raise SpecError(rules.CHIEF_PER_WORKER.field, rules.CHIEF_PER_WORKER.message)
+    if spec.tf_config.chief and not program.own_program(spec):
+        raise SpecError(
+            "spec.tfConfig.chief",
+            "is for your own program (spec.command or spec.script, as a TFJob's): the "
+            "built-in trainer runs every member as a worker; remove it",
+        )
     limits.check(job)
     if spec.deny_metadata_egress and not spec.network_policy:
         raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)

@@ -96,13 +96,14 @@ def worker_commands(
     }
     if verbose:
         base_env[contract.ENV_LOG_LEVEL] = contract.LOG_LEVEL_DEBUG
-    cluster = tfconfig.cluster_spec([f"{LOOPBACK}:{port}" for port in ports])
+    shape = job.spec.tf_config
+    cluster = tfconfig.cluster_spec([f"{LOOPBACK}:{port}" for port in ports], shape)
     commands = []
     for index in range(job.spec.workers):
         env = dict(base_env)
         # Every worker, one alone too, gets a TF_CONFIG as in a pod: programs that read it
         # (TensorFlow's tutorials: `json.loads(os.environ["TF_CONFIG"])`) run the same here.
-        env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index)
+        env[contract.ENV_TF_CONFIG] = tfconfig.tf_config_json(cluster, index, shape)
         if gpu_slices is not None:
             env[CUDA_VISIBLE_DEVICES] = gpu_slices[index]
         env[contract.ENV_WORKER_INDEX] = str(index)

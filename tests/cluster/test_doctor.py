@@ -85,6 +85,22 @@ def test_consistent_tf_configs_pass() -> None:
     assert check.outcome == "ok"
 
 
+def test_a_chiefs_tf_configs_pass_and_a_chief_named_worker_does_not() -> None:
+    """A TFJob's Chief is worker 0 with task chief 0; the workers after it are worker i-1."""
+    rendered = job_objects(
+        spec__layout="per-worker", spec__tfConfig__chief="chief", spec__workers=4,
+        spec__command=["python", "/train.py"],
+    )  # fmt: skip
+    jobs = [o for o in rendered if o["kind"] == "Job"]
+    pods = [pod_for(job, 0, ip=f"10.0.0.{i + 10}") for i, job in enumerate(jobs)]
+
+    assert doctor.check_tf_config(pods, expected=4).outcome == "ok"
+
+    pods[0] = set_tf_config(pods[0], lambda c: c["task"].update(type="worker"))
+    check = doctor.check_tf_config(pods, expected=4)
+    assert check.failed and "worker 0 has task type 'worker', not 'chief'" in check.detail
+
+
 def test_a_pod_with_another_cluster_list_is_inconsistent() -> None:
     job = job_objects()[-1]
     pods = live_pods(job)
@@ -105,7 +121,7 @@ def test_two_pods_claiming_one_index_are_inconsistent() -> None:
     check = doctor.check_tf_config(pods)
 
     assert "worker 1's TF_CONFIG says task index 0" in check.detail
-    assert "task index 0 is claimed by workers [0, 1]" in check.detail
+    assert "task worker 0 is claimed by workers [0, 1]" in check.detail
 
 
 def test_a_host_that_is_not_the_pods_dns_name_is_inconsistent() -> None:

@@ -127,8 +127,7 @@ def _replica(name: str) -> Any:
     ("change", "field"),
     [
         (_replica("PS"), "spec.tfReplicaSpecs.PS"),
-        (_replica("Chief"), "spec.tfReplicaSpecs.Chief"),
-        (_replica("Master"), "spec.tfReplicaSpecs.Master"),
+        (_replica("Chief"), "spec.tfReplicaSpecs.Chief.template.spec.containers"),
         (_replica("Evaluator"), "spec.tfReplicaSpecs.Evaluator"),
         (_replica("Launcher"), "spec.tfReplicaSpecs.Launcher"),
         (

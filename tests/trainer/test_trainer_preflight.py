@@ -82,11 +82,20 @@ def test_dns_names_and_ipv6_addresses_are_accepted() -> None:
         (
             json.dumps(
                 {
-                    "cluster": {"worker": TWO, "chief": ["c:1"]},
+                    "cluster": {"worker": TWO, "ps": ["p:1"]},
                     "task": {"type": "worker", "index": 0},
                 }
             ),
-            "job(s) ['chief']",
+            "job(s) ['ps']",
+        ),
+        (tf_config(TWO, {"type": "chief", "index": 0}), "task.type is 'chief'"),
+        (
+            json.dumps({"cluster": {"chief": ["c:1", "d:1"], "worker": TWO}}),
+            "at most one chief",
+        ),
+        (
+            json.dumps({"cluster": {"chief": ["c:1"], "master": ["m:1"], "worker": TWO}}),
+            "at most one chief",
         ),
     ],
 )
@@ -95,6 +104,26 @@ def test_bad_tf_config_is_a_config_error_naming_the_field(raw: str, names: str) 
         preflight.parse_tf_config(raw)
     assert names in str(error.value)
     assert error.value.exit_code == contract.EXIT_CONFIG_ERROR
+
+
+@pytest.mark.parametrize("chief", ["chief", "master"])
+def test_a_chief_is_member_0_of_the_group_and_the_workers_follow_it(chief: str) -> None:
+    cluster = {chief: ["c:1"], "worker": ["w0:1", "w1:1"]}
+    groups = [
+        preflight.parse_tf_config(json.dumps({"cluster": cluster, "task": task}))
+        for task in ({"type": chief, "index": 0}, {"type": "worker", "index": 1})
+    ]
+    assert [g.workers for g in groups] == [("c:1", "w0:1", "w1:1")] * 2
+    assert [(g.index, g.is_chief, g.address) for g in groups] == [
+        (0, True, "c:1"),
+        (2, False, "w1:1"),
+    ]
+
+
+def test_a_chief_alone_is_a_group_of_one() -> None:
+    raw = json.dumps({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief", "index": 0}})
+    group = preflight.parse_tf_config(raw)
+    assert (group.workers, group.index, group.is_multi_worker) == (("c:1",), 0, False)
 
 
 def test_worker_index_that_disagrees_with_tf_config_is_a_config_error() -> None:
