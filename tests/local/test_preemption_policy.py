@@ -57,9 +57,9 @@ def test_a_grace_period_below_one_second_is_refused_naming_the_field():
 
 
 def test_tflaunch_status_says_a_worker_was_preempted_and_where_it_resumes():
-    from launcher.cluster.status import describe_exit
+    from launcher.core.worker_end import WorkerEnd
 
     saved = "preempted: every worker saved at step 70 (epoch 2, step 30 of 40); exiting 79 ..."
-    text = describe_exit(P, "Error", {"message": saved})
-    assert text.startswith("preempted, saved (exit 79; not a failure")
-    assert "saved at step 70" in text
+    end = WorkerEnd(0, P, last_error=saved)
+    assert not end.failed  # a preemption is no failure
+    assert end.describe() == f"worker 0 exited 79 (preempted, saved): {saved}"
