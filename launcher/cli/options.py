@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import program, script, validation
+from launcher.core import program, script, script_lint, validation
 from launcher.core.errors import SpecError
 from launcher.core.load import load_job
 from launcher.core.yamldoc import parse_assignment
@@ -104,13 +104,13 @@ def _program_stem(path: str) -> str:
 
 
 def script_warnings(job: MultiWorkerJob) -> list[str]:
-    """`script.warnings` as the CLI says them, before anything starts (the program still
+    """`script_lint.warnings` as the CLI says them, before anything starts (the program still
     runs)."""
     if job.spec.script is None:
         return []
     return [
         f"tflaunch: warning: {warning}"
-        for warning in script.warnings(job.spec.script, job.spec.workers)
+        for warning in script_lint.warnings(job.spec.script, job.spec.workers)
     ]
 
 
