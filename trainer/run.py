@@ -35,7 +35,7 @@ from types import FrameType
 from typing import IO, NoReturn
 
 from launcher.core import contract, exit_policy
-from trainer import logs, preflight
+from trainer import known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog
 
@@ -219,6 +219,7 @@ class ChildProgram:
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
+        self.env = dict(env)
         self.forwarded: set[int] = set()
         """The signals the wrapper passed on to the program (`_on_signal`)."""
         self.last_line = ""
@@ -392,6 +393,10 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
             if reason
             else f"the program {describe_exit(code)}"
         )
+        known = known_errors.explain(reason, program.env) if code > 0 else None
+        if known is not None:  # it would fail so again after a restart: not retried
+            message = f"{message}: {known.words}"
+            mapped = contract.EXIT_CONFIG_ERROR
         log.error("%s", message)
         termination_message(message)
     return mapped
