@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import program, script, script_lint, validation
+from launcher.core import keras_choice, program, script, script_lint, validation
 from launcher.core.errors import SpecError
 from launcher.core.load import load_job
 from launcher.core.yamldoc import parse_assignment
@@ -112,6 +112,14 @@ def script_warnings(job: MultiWorkerJob) -> list[str]:
         f"tflaunch: warning: {warning}"
         for warning in script_lint.warnings(job.spec.script, job.spec.workers)
     ]
+
+
+def keras_note(job: MultiWorkerJob) -> str | None:
+    """Which Keras a program of the user's runs on and why, in one line; None for the built-in
+    trainer (always tf-keras)."""
+    if not program.own_program(job.spec):
+        return None
+    return keras_choice.choose(job.spec).sentence()
 
 
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:

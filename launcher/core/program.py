@@ -70,6 +70,12 @@ def check_overrides(spec: JobSpec, paths: Sequence[str]) -> None:
 
 def check_builtin_only(spec: JobSpec) -> None:
     """With the built-in trainer: none of the fields that belong to a program of the user's."""
+    if spec.keras == "keras3":
+        raise SpecError(
+            "spec.keras",
+            "the built-in trainer is written for tf-keras; keras3 applies to your own program "
+            "(spec.command or spec.script): leave spec.keras out, or set it to auto or tf-keras",
+        )
     for name in OWN_ONLY:
         if getattr(spec, name) not in ((), None):
             raise SpecError(

@@ -35,9 +35,15 @@ def keras3_imports(program: Program) -> list[str]:
     """`file:line` of each standalone `import keras` / `from keras ...` in the program.
 
     Since TensorFlow 2.16 that is Keras 3, whose `fit` fails under MultiWorkerMirroredStrategy
-    (keras-team/keras#20585: a PerReplica error deep in training); `tf.keras` is tf-keras
-    under tflaunch (TF_USE_LEGACY_KERAS=1), and so is `import tf_keras as keras`.
+    with several workers (keras-team/keras#20585: a PerReplica error deep in training);
+    `tf.keras` is tf-keras where tflaunch picks it (`launcher.core.keras_choice`), and so is
+    `import tf_keras as keras`.
     """
+    return _imports_of(program, "keras")
+
+
+def _imports_of(program: Program, module: str) -> list[str]:
+    """`file:line` of each import of `module` or of a module under it."""
     found = []
     for rel, tree in _python_trees(program):
         for node in ast.walk(tree):
@@ -47,9 +53,47 @@ def keras3_imports(program: Program) -> list[str]:
                 names = [node.module]
             else:
                 continue
-            if any(name == "keras" or name.startswith("keras.") for name in names):
+            if any(name == module or name.startswith(f"{module}.") for name in names):
                 found.append(f"{rel}:{node.lineno}")
     return found
+
+
+KERAS_3_ONLY = frozenset({"ops", "config", "random", "tree", "distribution"})
+"""Modules Keras 3 has and tf-keras does not (`keras.ops.mean`, `tf.keras.config`)."""
+KERAS_3_WEIGHTS = ".weights.h5"
+"""The file name Keras 3 demands of `save_weights` and ModelCheckpoint(save_weights_only);
+tf-keras reads such a file wrongly (TypeError: ... 'Dataset' and 'int', TF 2.21)."""
+
+
+def keras3_markers(program: Program) -> list[str]:
+    """`file:line what` of each sign that the program is written for Keras 3: a standalone
+    `import keras`, a Keras-3-only module (`keras.ops`, `tf.keras.config`), a `.weights.h5`
+    file name (TensorFlow's distribute/keras.ipynb names its checkpoints so)."""
+    found = [f"{where} imports keras" for where in keras3_imports(program)]
+    for rel, tree in _python_trees(program):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in KERAS_3_ONLY:
+                dotted = _dotted(node) or ""
+                if dotted.split(".")[-2:-1] == ["keras"]:
+                    found.append(f"{rel}:{node.lineno} {dotted}")
+            elif isinstance(node, ast.Constant) and str(node.value).endswith(KERAS_3_WEIGHTS):
+                found.append(f"{rel}:{node.lineno} a {KERAS_3_WEIGHTS} file")
+    return sorted(set(found), key=_by_place)
+
+
+def _by_place(where: str) -> tuple[str, int]:
+    rel, _, rest = where.partition(":")
+    return rel, int(rest.split(" ", 1)[0])
+
+
+def tf_keras_imports(program: Program) -> list[str]:
+    """`file:line` of each `import tf_keras` (the program picks tf-keras itself)."""
+    return _imports_of(program, "tf_keras")
+
+
+def uses_multi_worker_strategy(program: Program) -> bool:
+    """Whether some file of the program names a multi-worker strategy."""
+    return one_machine_strategies(program) is None
 
 
 def _is_environ(node: ast.expr) -> bool:
@@ -261,7 +305,7 @@ def warnings(program: Program, workers: int) -> list[str]:
     waiting for its peers).
     """
     found = []
-    imports = keras3_imports(program)
+    imports = keras3_imports(program) if workers > 1 and uses_multi_worker_strategy(program) else []
     if imports:
         found.append(
             f"{', '.join(imports)} imports keras, which is Keras 3: its fit fails under "
@@ -286,7 +330,7 @@ def warnings(program: Program, workers: int) -> list[str]:
         found.append(
             f"the program creates only strategies of one machine ({', '.join(strategies)}): "
             f"{alone}; create tf.distribute.MultiWorkerMirroredStrategy() instead (it reads "
-            "the TF_CONFIG each worker is given)"
+            f"the TF_CONFIG each worker is given): {STRATEGY_FIRST}"
         )
     elif strategies is not None:
         found.append(
