@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.tf
 preemption = pytest.importorskip("trainer.preemption")
 
 
