@@ -309,8 +309,9 @@ def warnings(program: Program, workers: int) -> list[str]:
     if imports:
         found.append(
             f"{', '.join(imports)} imports keras, which is Keras 3: its fit fails under "
-            "MultiWorkerMirroredStrategy (keras-team/keras#20585, a PerReplica error); use "
-            "tf.keras (tf-keras under tflaunch) or `import tf_keras as keras`"
+            f"MultiWorkerMirroredStrategy on {workers} workers (keras-team/keras#20585, a "
+            "PerReplica error; a custom loop with strategy.run works); use tf.keras (tf-keras "
+            "unless spec.keras is keras3) or `import tf_keras as keras`"
         )
     assignments = tf_config_assignments(program)
     if assignments:

@@ -120,3 +120,16 @@ def test_submit_says_in_one_line_which_keras_the_program_runs_on_and_why(capsys)
         "tflaunch: note: the program runs on Keras 3 (TF_USE_LEGACY_KERAS=0): it is written "
         "for Keras 3 (keras3_tutorial.py:"
     ), line
+
+
+def test_standalone_keras_is_warned_about_only_where_its_fit_would_meet_several_workers(
+    tmp_path,
+) -> None:
+    from launcher.core import script_lint
+
+    program = _job(tmp_path, MWMS + "import keras\n", workers=1).spec.script
+    assert not [w for w in script_lint.warnings(program, 1) if "imports keras" in w]
+    (warning,) = [w for w in script_lint.warnings(program, 2) if "imports keras" in w]
+    assert warning.startswith("train.py:3 imports keras, which is Keras 3: its fit fails under ")
+    assert "on 2 workers (keras-team/keras#20585" in warning
+    assert "import tf_keras as keras" in warning
