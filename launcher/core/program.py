@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from launcher.core import script, script_lint
+from launcher.core import script, strategy_order
 from launcher.core.errors import SpecError
 
 if TYPE_CHECKING:  # spec imports this module
@@ -48,7 +48,7 @@ def validate(spec: JobSpec) -> None:
         script.check_paths(spec.script)
         script.check_size(script.all_files(spec.script))
         script.check_compiles(spec.script)
-        late = script_lint.strategy_late_message(spec.script) if spec.workers > 1 else None
+        late = strategy_order.strategy_late_message(spec.script) if spec.workers > 1 else None
         if late is not None:  # it would fail on every worker at startup: said before they start
             raise SpecError(FIELD_SCRIPT, late)
     for name in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):

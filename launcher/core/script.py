@@ -230,3 +230,15 @@ def config_map_layout(program: Program) -> tuple[dict[str, str], list[dict[str, 
     if all(item["key"] == item["path"] for item in items):
         return data, []  # every key is mounted at its own name: no items needed
     return data, items
+
+
+def python_trees(program: Program) -> Iterator[tuple[str, ast.Module]]:
+    """Each .py file of the program that parses, by relative path (`check_compiles` reports
+    the ones that do not)."""
+    for rel, text in all_files(program).items():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            yield rel, ast.parse(text, rel)
+        except (SyntaxError, ValueError):
+            continue

@@ -9,7 +9,7 @@ import pytest
 
 from launcher.api.spec import Script
 from launcher.cli.main import run
-from launcher.core import script_lint
+from launcher.core import strategy_order
 
 MWMS = "strategy = tf.distribute.MultiWorkerMirroredStrategy()"
 
@@ -32,7 +32,7 @@ def _script(source: str, **files: str) -> Script:
 
 def test_the_tutorials_order_is_named_with_the_first_call_and_the_strategys_line() -> None:
     """distribute/keras.ipynb builds its datasets first, then the strategy."""
-    assert script_lint.strategy_created_late(_script(TUTORIAL_ORDER)) == (
+    assert strategy_order.strategy_created_late(_script(TUTORIAL_ORDER)) == (
         "train.py:6 tf.data.Dataset.from_tensor_slices",
         "train.py:7",
     )
@@ -40,7 +40,7 @@ def test_the_tutorials_order_is_named_with_the_first_call_and_the_strategys_line
 
 def test_a_strategy_created_first_is_not_named() -> None:
     source = f"import tensorflow as tf\n{MWMS}\nds = tf.data.Dataset.range(4)\n"
-    assert script_lint.strategy_created_late(_script(source)) is None
+    assert strategy_order.strategy_created_late(_script(source)) is None
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,7 @@ def test_calls_that_leave_the_runtime_unstarted_may_come_before_the_strategy(bef
     """Measured with TF 2.21 for the calls of TensorFlow itself: each, then
     MultiWorkerMirroredStrategy(), works (load_data reads a numpy file; a lambda runs later)."""
     source = f"import json, os\nimport tensorflow as tf\n{before}\n{MWMS}\n"
-    assert script_lint.strategy_created_late(_script(source)) is None
+    assert strategy_order.strategy_created_late(_script(source)) is None
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,7 @@ def test_calls_that_leave_the_runtime_unstarted_may_come_before_the_strategy(bef
 )  # fmt: skip
 def test_each_way_to_call_tensorflow_first_is_named(imports, call, named) -> None:
     source = f"import tensorflow as tf\n{imports}\nx = {call}\n{MWMS}\n"
-    assert script_lint.strategy_created_late(_script(source)) == (
+    assert strategy_order.strategy_created_late(_script(source)) == (
         f"train.py:3 {named}",
         "train.py:4",
     )
@@ -98,7 +98,7 @@ def test_the_order_follows_the_functions_the_program_calls_and_only_those() -> N
         "if __name__ == '__main__':\n"
         "    main()\n"
     )
-    assert script_lint.strategy_created_late(_script(source)) == (
+    assert strategy_order.strategy_created_late(_script(source)) == (
         "train.py:5 tf.data.Dataset.range",
         "train.py:8",
     )
@@ -110,7 +110,7 @@ def test_a_dataset_built_in_a_module_of_the_program_is_named_in_that_module() ->
         f"import tensorflow as tf\nimport mnist_setup\nds = mnist_setup.mnist_dataset()\n{MWMS}\n"
     )
     program = _script(source, **{"mnist_setup.py": setup})
-    assert script_lint.strategy_created_late(program) == (
+    assert strategy_order.strategy_created_late(program) == (
         "mnist_setup.py:3 tf.data.Dataset.range",
         "train.py:4",
     )
@@ -118,7 +118,7 @@ def test_a_dataset_built_in_a_module_of_the_program_is_named_in_that_module() ->
 
 def test_a_program_without_a_multi_worker_strategy_on_its_way_is_not_named() -> None:
     source = "import tensorflow as tf\nds = tf.data.Dataset.range(4)\nstrategy = make_strategy()\n"
-    assert script_lint.strategy_created_late(_script(source)) is None
+    assert strategy_order.strategy_created_late(_script(source)) is None
 
 
 def test_with_several_workers_the_late_strategy_is_exit_2_before_anything_starts(

@@ -73,6 +73,6 @@ def test_which_keras_a_program_runs_on_is_read_as_tensorflow_reads_it() -> None:
 
 
 def test_the_remedy_at_runtime_is_the_one_said_before_the_workers_start() -> None:
-    from launcher.core import script_lint
+    from launcher.core import strategy_order
 
-    assert known_errors.STRATEGY_FIRST == script_lint.STRATEGY_FIRST
+    assert known_errors.STRATEGY_FIRST == strategy_order.STRATEGY_FIRST
