@@ -7,7 +7,8 @@ else the worker fails with one line naming what is wrong and the contract's exit
 (78 never retried, 75 retried). Then the program runs as a child with TF_CONFIG untouched
 and the documented environment (`launcher.core.contract`, docs/own-training.md); SIGTERM
 and SIGINT are forwarded to it, and its exit is mapped to the contract: 0, 78 and 79 pass
-through, anything else (a traceback's 1, a signal) becomes 1, which restarts the group.
+through, anything else (a traceback's 1, a signal) becomes 1, which restarts the group, but
+a failure whose cause is known (`trainer.known_errors`) becomes 78, with its remedy.
 Optionally a stall watchdog that needs no cooperation: no output and no checkpoint written
 for --stall-timeout seconds stops the program and exits 1.
 
