@@ -54,16 +54,19 @@ def choose(spec: JobSpec) -> KerasChoice:
             "spec.command's program is not read before it runs; set spec.keras: keras3 if it "
             "is written for Keras 3",
         )
+    markers = script_lint.keras3_markers(spec.script)
     if spec.workers > 1 and script_lint.uses_multi_worker_strategy(spec.script):
+        shows = (
+            f"; yet it shows Keras 3 ({markers[0]}), which tf-keras may not run" if markers else ""
+        )
         return KerasChoice(
             TF_KERAS,
             f"it uses MultiWorkerMirroredStrategy on {spec.workers} workers, where Keras 3's "
-            "fit fails (keras-team/keras#20585); spec.keras: keras3 for a custom loop",
+            f"fit fails (keras-team/keras#20585); spec.keras: keras3 for a custom loop{shows}",
         )
     own = script_lint.tf_keras_imports(spec.script)
     if own:
         return KerasChoice(TF_KERAS, f"it imports tf_keras ({own[0]})")
-    markers = script_lint.keras3_markers(spec.script)
     if markers:
         more = f", and {len(markers) - 1} more" if len(markers) > 1 else ""
         return KerasChoice(KERAS_3, f"it is written for Keras 3 ({markers[0]}{more})")

@@ -55,6 +55,7 @@ def test_a_multi_worker_strategy_on_several_workers_gets_tf_keras_whatever_the_p
     job = _job(tmp_path, MWMS + written_for_keras_3, workers=2)
     choice = keras_choice.choose(job.spec)
     assert choice.keras == "tf-keras" and "keras-team/keras#20585" in choice.why
+    assert choice.why.endswith("which tf-keras may not run"), choice.why  # said before it runs
     assert _legacy_env(job) == "1"
 
 
