@@ -47,13 +47,26 @@ BEFORE_THE_STRATEGY_IS_FINE = (
     "keras.callbacks.",
     "keras.datasets.",
     "keras.mixed_precision.",
+    "keras.utils.get_file",
+    "keras.utils.to_categorical",
+    "keras.backend.set_floatx",
+    "tf.TensorSpec",
+    "tf.TensorShape",
+    "tf.as_dtype",
+    "tf.dtypes.",
     "tfds.disable_progress_bar",
 )
 """Calls that leave TensorFlow's runtime unstarted, so the strategy may still configure it
-(measured with TF 2.21: `tf.config.list_physical_devices`, `tf.random.set_seed`, a layer's
-constructor are fine; `tf.constant`, `tf.data`, `tf.keras.Sequential([Input, ...])`,
-`tf.config.list_logical_devices` start it)."""
-STARTS_THE_RUNTIME = ("tf.config.list_logical_devices", "tf.config.experimental_connect_to")
+(measured with TF 2.21, tf-keras and Keras 3: `tf.config.list_physical_devices`,
+`tf.random.set_seed`, a layer's, a loss's or a callback's constructor, `tf.TensorSpec`,
+`to_categorical`, `tf.io.gfile` are fine; `tf.constant`, `tf.data`,
+`tf.keras.Sequential([Input, ...])`, `tf.config.list_logical_devices` start it)."""
+STARTS_THE_RUNTIME = (
+    "tf.config.list_logical_devices",
+    "tf.config.experimental.list_logical_devices",
+    "tf.config.experimental.get_memory",
+    "tf.config.experimental_connect_to",
+)
 """tf.config calls that do start it."""
 MAX_CALL_DEPTH = 8
 """How deep `strategy_created_late` follows the program's own functions."""

@@ -56,6 +56,11 @@ def test_a_strategy_created_first_is_not_named() -> None:
         "resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()",
         "task = json.loads(os.environ['TF_CONFIG'])['task']",
         "make = lambda: tf.constant(1)",
+        "spec = tf.TensorSpec([None, 3], tf.float32)",
+        "y = tf.keras.utils.to_categorical([0, 1], 2)",
+        "loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)",
+        "save = tf.keras.callbacks.ModelCheckpoint('x.weights.h5', save_weights_only=True)",
+        "tf.io.gfile.makedirs('/tmp/x')",
     ],
 )
 def test_calls_that_leave_the_runtime_unstarted_may_come_before_the_strategy(before) -> None:
@@ -71,6 +76,8 @@ def test_calls_that_leave_the_runtime_unstarted_may_come_before_the_strategy(bef
         ("import tensorflow as tf", "tf.constant(1)", "tf.constant"),
         ("import tensorflow as tf", "tf.config.list_logical_devices()",
          "tf.config.list_logical_devices"),
+        ("import tensorflow as tf", "tf.config.experimental.list_logical_devices()",
+         "tf.config.experimental.list_logical_devices"),
         ("from tensorflow import keras", "keras.Sequential([])", "keras.Sequential"),
         ("from tensorflow.keras.models import Sequential", "Sequential([])", "Sequential"),
         ("import tensorflow_datasets as tfds", "tfds.load('mnist')", "tfds.load"),
