@@ -146,7 +146,7 @@ BLOCKS = ("body", "handlers", "orelse", "finalbody")
 
 
 class _StartupOrder:
-    """Runs through the entry file as Python would, statement by statement (both branches of
+    """Runs through the entry file as Python would, statement by statement (either branch of
     an `if`, a loop's body once, into the functions of the program it calls and the modules of
     it it imports) up to the first multi-worker strategy it creates; remembers the first
     TensorFlow call before that."""
@@ -170,6 +170,10 @@ class _StartupOrder:
                 if self._import(statement, depth):
                     return True
                 continue
+            if isinstance(statement, ast.If):
+                if self._branches(statement, rel, depth):
+                    return True
+                continue
             blocks = [getattr(statement, block, None) for block in BLOCKS]
             if any(blocks):  # if, for, while, with, try: their own expressions, then blocks
                 heads = [getattr(statement, f, None) for f in ("test", "iter", "items")]
@@ -183,6 +187,21 @@ class _StartupOrder:
                 continue
             if self._expression(statement, rel, depth):
                 return True
+        return False
+
+    def _branches(self, statement: ast.If, rel: str, depth: int) -> bool:
+        """An `if`: its test, then either branch from the same state. A strategy created in
+        one branch is late only for the calls on its own way (a call in the other branch
+        never ran); after the `if`, a call in either branch may have."""
+        if self._expression(statement.test, rel, depth):
+            return True
+        before = self.first_call
+        if self._run(statement.body, rel, depth):
+            return True
+        after_body, self.first_call = self.first_call, before
+        if self._run(statement.orelse, rel, depth):
+            return True
+        self.first_call = before or after_body or self.first_call
         return False
 
     def _expression(self, node: Any, rel: str, depth: int) -> bool:

@@ -123,6 +123,27 @@ def test_a_dataset_built_in_a_module_of_the_program_is_named_in_that_module() ->
     )
 
 
+def test_a_call_in_the_other_branch_of_an_if_is_not_on_the_strategys_way() -> None:
+    source = (
+        "import os\nimport tensorflow as tf\n"
+        "if os.environ.get('ALONE'):\n"
+        "    ds = tf.data.Dataset.range(4)\n"
+        "else:\n"
+        f"    {MWMS}\n"
+    )
+    assert strategy_order.strategy_created_late(_script(source)) is None
+    either = (
+        "import os\nimport tensorflow as tf\n"
+        "if os.environ.get('DEBUG'):\n"
+        "    ds = tf.data.Dataset.range(4)\n"
+        f"{MWMS}\n"
+    )
+    assert strategy_order.strategy_created_late(_script(either)) == (
+        "train.py:4 tf.data.Dataset.range",
+        "train.py:5",
+    )
+
+
 def test_a_program_without_a_multi_worker_strategy_on_its_way_is_not_named() -> None:
     source = "import tensorflow as tf\nds = tf.data.Dataset.range(4)\nstrategy = make_strategy()\n"
     assert strategy_order.strategy_created_late(_script(source)) is None
