@@ -27,6 +27,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 TENSORFLOW_MODULES = frozenset(
     {
         "tests/image/test_images.py",
+        "tests/local/test_keras_programs.py",
         "tests/local/test_live_bar.py",
         "tests/local/test_own_programs.py",
         "tests/local/test_preemption.py",
@@ -34,6 +35,7 @@ TENSORFLOW_MODULES = frozenset(
         "tests/local/test_run_outputs.py",
         "tests/local/test_tfjob_local.py",
         "tests/local/test_runner.py",
+        "tests/trainer/test_preemption_words.py",
         "tests/trainer/test_trainer_cli.py",
         "tests/trainer/test_trainer_data.py",
         "tests/trainer/test_trainer_heartbeat.py",

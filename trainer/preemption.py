@@ -72,11 +72,13 @@ class SigtermFlag:
     Args:
         own_task: this worker's task name in that notice (None: a single worker without a
             coordination service).
+        steps_per_execution: how many steps each execution runs (the save waits for one).
     """
 
-    def __init__(self, own_task: str | None = None) -> None:
+    def __init__(self, own_task: str | None = None, steps_per_execution: int = 1) -> None:
         self._event = threading.Event()
         self._own_task = own_task
+        self._when = when_saved(steps_per_execution)
         self._installed_at = 0.0
         self._notice_checked = own_task is None
 
@@ -88,20 +90,32 @@ class SigtermFlag:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if not self._event.is_set():
-            log.warning("SIGTERM received: saving at the next step every worker reaches")
+            log.warning("SIGTERM received: %s", self._when)
         self._event.set()
 
     def is_set(self) -> bool:
         if not self._event.is_set() and not self._notice_checked:
             settled = time.monotonic() >= self._installed_at + NOTICE_SETTLE_SECONDS
             if _caught_by_tensorflow() == self._own_task:
-                log.warning(
-                    "SIGTERM received while the strategy started: saving at the next step "
-                    "every worker reaches"
-                )
+                log.warning("SIGTERM received while the strategy started: %s", self._when)
                 self._event.set()
             self._notice_checked = settled
         return self._event.is_set()
+
+
+def when_saved(steps_per_execution: int) -> str:
+    """When a SIGTERM's save comes, as the user is told it: PreemptionCheckpointHandler has
+    every worker save at the end of the execution after the one the signalled worker is in
+    (its run count + 1), so up to two executions from the signal."""
+    if steps_per_execution <= 1:
+        return (
+            "every worker saves at the next step boundary they all reach (the step after this one)"
+        )
+    return (
+        "every worker saves at the next step boundary they all reach: the end of the execution "
+        f"after this one, up to {2 * steps_per_execution} steps from now (steps run "
+        f"{steps_per_execution} at a time, --steps-per-execution)"
+    )
 
 
 def _caught_by_tensorflow() -> str | None:
@@ -210,7 +224,7 @@ class PreemptionBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
         raise Preempted(
             f"preempted: every worker saved at step {step} (epoch {self._current_epoch + 1}, "
             f"step {self._last_batch + 1} of {self._steps_per_epoch}); exiting "
-            f"{contract.EXIT_PREEMPTED} so that the group restarts and resumes there"
+            f"{contract.EXIT_PREEMPTED}: the group resumes there when it runs again"
         )
 
     def _stop_handler(self) -> None:

@@ -7,7 +7,8 @@ else the worker fails with one line naming what is wrong and the contract's exit
 (78 never retried, 75 retried). Then the program runs as a child with TF_CONFIG untouched
 and the documented environment (`launcher.core.contract`, docs/own-training.md); SIGTERM
 and SIGINT are forwarded to it, and its exit is mapped to the contract: 0, 78 and 79 pass
-through, anything else (a traceback's 1, a signal) becomes 1, which restarts the group.
+through, anything else (a traceback's 1, a signal) becomes 1, which restarts the group, but
+a failure whose cause is known (`trainer.known_errors`) becomes 78, with its remedy.
 Optionally a stall watchdog that needs no cooperation: no output and no checkpoint written
 for --stall-timeout seconds stops the program and exits 1.
 
@@ -35,7 +36,7 @@ from types import FrameType
 from typing import IO, NoReturn
 
 from launcher.core import contract, exit_policy
-from trainer import logs, preflight
+from trainer import known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog
 
@@ -219,6 +220,7 @@ class ChildProgram:
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
         self._watchdog = watchdog
+        self.env = dict(env)
         self.forwarded: set[int] = set()
         """The signals the wrapper passed on to the program (`_on_signal`)."""
         self.last_line = ""
@@ -392,6 +394,10 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
             if reason
             else f"the program {describe_exit(code)}"
         )
+        known = known_errors.explain(reason, program.env) if code > 0 else None
+        if known is not None:  # it would fail so again after a restart: not retried
+            message = f"{message}: {known.words}"
+            mapped = contract.EXIT_CONFIG_ERROR
         log.error("%s", message)
         termination_message(message)
     return mapped

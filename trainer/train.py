@@ -321,8 +321,8 @@ def _transient(phase: str, error: tf.errors.OpError) -> TransientError:
     first_line = FUNCTION_NODE.sub("", _first_line(error.message or str(error)))
     return TransientError(
         f"{phase} failed because a peer died, froze or restarted "
-        f"({type(error).__name__}: {first_line}); exiting so that the group restarts "
-        "from the last checkpoint"
+        f"({type(error).__name__}: {first_line}); exiting {contract.EXIT_TRANSIENT}, which "
+        "may be retried: a restarted group resumes from the last checkpoint"
     )
 
 
@@ -377,7 +377,7 @@ def run(
             f"{strategy.num_replicas_in_sync}; do all workers see the same GPUs?"
         )
     # TensorFlow's coordination service took SIGTERM over when the strategy started.
-    sigterm = preemption.SigtermFlag(preemption.own_task(strategy))
+    sigterm = preemption.SigtermFlag(preemption.own_task(strategy), config.steps_per_execution)
     sigterm.install()
     resume = resume_point(checkpoint_dir, plan.steps_per_epoch)
     resumed_at = resume.epoch * plan.steps_per_epoch + resume.step

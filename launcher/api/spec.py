@@ -220,6 +220,7 @@ class TFConfigShape:
 Layout = Literal["indexed", "per-worker"]
 Gang = Literal["none", "kueue", "volcano", "coscheduling"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+Keras = Literal["auto", "tf-keras", "keras3"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +290,13 @@ class JobSpec:
         "file): a file (with the modules beside it that it imports) or a directory (all its "
         "files; the entry is main.py).",
         None,
+    )
+    keras: Keras = _field(
+        "keras",
+        "With spec.command or spec.script: the Keras that tf.keras is, tf-keras "
+        "(TF_USE_LEGACY_KERAS=1) or keras3; auto: tf-keras for MultiWorkerMirroredStrategy "
+        "on several workers (Keras 3's fit fails there), else what spec.script is written for.",
+        "auto",
     )
     rendezvous_timeout_seconds: int | None = _field(
         "rendezvousTimeoutSeconds",

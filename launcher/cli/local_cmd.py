@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import script_warnings, spec_options, with_local_spec
+from launcher.cli.options import keras_note, script_warnings, spec_options, with_local_spec
 from launcher.core import contract, workload
 from launcher.core.program import own_program
 from launcher.local.isolation import NETWORK_CHOICES
@@ -149,6 +149,9 @@ def local_command(
         f"tflaunch: {job.name}: {job.spec.workers} local worker(s), {what}, workdir {workdir} "
         f"(full worker logs in {paths.LocalPaths(workdir).logs_dir})"
     )
+    note = keras_note(job)
+    if note:
+        click.echo(f"tflaunch: {job.name}: {note}")
     verbose = verbose or contract.debug_requested(os.environ)
     console = display.make_console(
         job.name, job.spec.workers, sys.stdout, verbose, own_program=own
@@ -193,12 +196,12 @@ def program_warnings(job: MultiWorkerJob, env: Mapping[str, str]) -> list[str]:
     the workers will not use, and what `script_warnings` finds in the program."""
     lines = []
     legacy = env.get(contract.ENV_LEGACY_KERAS)
-    if legacy is not None and legacy != contract.TRAINER_ENV[contract.ENV_LEGACY_KERAS]:
+    chosen = workload.tflaunch_env(job)[contract.ENV_LEGACY_KERAS]
+    if legacy is not None and legacy != chosen:
         lines.append(
             f"tflaunch: note: {contract.ENV_LEGACY_KERAS}={legacy} from your environment is not "
-            f"used: every worker runs with {contract.ENV_LEGACY_KERAS}=1, as in a pod (tf.keras "
-            "is then tf-keras; Keras 3 does not support MultiWorkerMirroredStrategy, "
-            "keras-team/keras#20585)"
+            f"used: every worker runs with {contract.ENV_LEGACY_KERAS}={chosen}, as in a pod "
+            "(spec.keras chooses the Keras: auto, tf-keras or keras3)"
         )
     return [*lines, *script_warnings(job)]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import program, script, validation
+from launcher.core import keras_choice, program, script, script_lint, validation
 from launcher.core.errors import SpecError
 from launcher.core.load import load_job
 from launcher.core.yamldoc import parse_assignment
@@ -104,14 +104,22 @@ def _program_stem(path: str) -> str:
 
 
 def script_warnings(job: MultiWorkerJob) -> list[str]:
-    """`script.warnings` as the CLI says them, before anything starts (the program still
+    """`script_lint.warnings` as the CLI says them, before anything starts (the program still
     runs)."""
     if job.spec.script is None:
         return []
     return [
         f"tflaunch: warning: {warning}"
-        for warning in script.warnings(job.spec.script, job.spec.workers)
+        for warning in script_lint.warnings(job.spec.script, job.spec.workers)
     ]
+
+
+def keras_note(job: MultiWorkerJob) -> str | None:
+    """Which Keras a program of the user's runs on and why, in one line; None for the built-in
+    trainer (always tf-keras)."""
+    if not program.own_program(job.spec):
+        return None
+    return keras_choice.choose(job.spec).sentence()
 
 
 def pop_spec_flags(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from launcher.cli.dry_run import DryRunCommand, dry_run_option
 from launcher.cli.options import (
     cluster_options,
     connect,
+    keras_note,
     program_name,
     script_warnings,
     spec_options,
@@ -80,8 +81,9 @@ def submit_command(
         raise click.UsageError("--timeout only applies with --wait")
     if dry_run != "none" and wait_for_it:
         raise click.UsageError("--dry-run and --wait cannot be combined")
-    for warning in script_warnings(job):
-        click.echo(warning, err=True)
+    note = keras_note(job)
+    for line in ([f"tflaunch: note: {note}"] if note else []) + script_warnings(job):
+        click.echo(line, err=True)
     if through_operator:
         return _submit_to_operator(
             job, kubeconfig, kube_context, wait_for_it, timeout, pending_warning, replace, dry_run

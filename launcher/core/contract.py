@@ -46,8 +46,9 @@ is a Kubeflow TFJob's name for it), then the workers; tflaunch's worker i is the
 ENV_WORKER_INDEX = "WORKER_INDEX"
 """Filled by Kubernetes from the Indexed Job's completion-index annotation."""
 ENV_LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
-"""Must be "1" before TensorFlow is imported: Keras 3's fit fails under MWMS
-(keras-team/keras#20585); tf-keras works."""
+""""1" before TensorFlow is imported makes tf.keras tf-keras (Keras 3's fit fails under MWMS
+with several workers, keras-team/keras#20585; tf-keras works); "0" leaves it Keras 3. Set per
+program from spec.keras (`launcher.core.keras_choice`); the built-in trainer needs "1"."""
 ENV_DATA = "TFLAUNCH_DATA"
 """Default for the trainer's --data: path of an mnist.npz (the image bakes one in)."""
 ENV_RESTARTS = "TFLAUNCH_RESTARTS"

@@ -70,7 +70,10 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
     return env
 
 
-_TRAINER_ENV_WHY = {contract.ENV_LEGACY_KERAS: "always 1, set by tflaunch: MWMS needs tf-keras"}
+_TRAINER_ENV_WHY = {
+    contract.ENV_LEGACY_KERAS: "set by tflaunch from spec.keras (tf-keras or keras3; auto: "
+    "from what the program does)"
+}
 """What a user who sets one of `workload.tflaunch_env` is told, where more than its value
 helps (only the error message uses it)."""
 

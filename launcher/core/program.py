@@ -12,12 +12,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from launcher.core import script
+from launcher.core import script, strategy_order
 from launcher.core.errors import SpecError
 
 if TYPE_CHECKING:  # spec imports this module
     from launcher.api.spec import JobSpec
 
+FIELD_SCRIPT = "spec.script"
 OWN_ONLY = ("args", "rendezvous_timeout_seconds", "stall_timeout_seconds")
 """JobSpec fields that apply only to a program of the user's."""
 
@@ -47,6 +48,9 @@ def validate(spec: JobSpec) -> None:
         script.check_paths(spec.script)
         script.check_size(script.all_files(spec.script))
         script.check_compiles(spec.script)
+        late = strategy_order.strategy_late_message(spec.script) if spec.workers > 1 else None
+        if late is not None:  # it would fail on every worker at startup: said before they start
+            raise SpecError(FIELD_SCRIPT, late)
     for name in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
         value = getattr(spec, name)
         if value is not None and value < 1:
@@ -66,6 +70,12 @@ def check_overrides(spec: JobSpec, paths: Sequence[str]) -> None:
 
 def check_builtin_only(spec: JobSpec) -> None:
     """With the built-in trainer: none of the fields that belong to a program of the user's."""
+    if spec.keras == "keras3":
+        raise SpecError(
+            "spec.keras",
+            "the built-in trainer is written for tf-keras; keras3 applies to your own program "
+            "(spec.command or spec.script): leave spec.keras out, or set it to auto or tf-keras",
+        )
     for name in OWN_ONLY:
         if getattr(spec, name) not in ((), None):
             raise SpecError(

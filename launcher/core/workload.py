@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import contract, script
+from launcher.core import contract, keras_choice, script
 from launcher.core.errors import SpecError
 from launcher.core.program import own_program
 
@@ -105,8 +105,7 @@ def tflaunch_env(job: MultiWorkerJob) -> dict[str, str]:
     TF_CONFIG, WORKER_INDEX and the restart count (which differ between the two). A spec
     field that becomes a variable goes here: `launcher.core.pod_env` renders it, refuses it in
     spec.env, and `tflaunch local` sets it too."""
-    del job  # no spec field sets one yet
-    return dict(contract.TRAINER_ENV)
+    return {**contract.TRAINER_ENV, contract.ENV_LEGACY_KERAS: keras_choice.choose(job.spec).legacy}
 
 
 def trainer_env(job: MultiWorkerJob) -> dict[str, str]:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.api.status import describe_preemptions
-from launcher.core import group_status, labels, load, reading, script
+from launcher.core import group_status, labels, load, reading, script_lint
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
@@ -331,7 +331,7 @@ def _program_warnings(g: Group, restarted: bool) -> tuple[Event, ...]:
         return ()
     return tuple(
         Event("Warning", PROGRAM_WARNING, warning)
-        for warning in script.warnings(g.job.spec.script, g.workers)
+        for warning in script_lint.warnings(g.job.spec.script, g.workers)
     )
 
 

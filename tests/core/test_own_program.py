@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from launcher.cli.main import run
-from launcher.core import contract, render, script
+from launcher.core import contract, render, script, script_lint
 from launcher.core.errors import SpecError
 from launcher.core.load import job_from_document, load_job
 
@@ -366,13 +366,13 @@ def _program(tmp_path, source: str, rel: str = "train.py"):
 
 
 def test_every_way_a_program_sets_tf_config_is_named_by_file_and_line(tmp_path):
-    assert script.tf_config_assignments(_program(tmp_path, SETS_TF_CONFIG)) == [
+    assert script_lint.tf_config_assignments(_program(tmp_path, SETS_TF_CONFIG)) == [
         f"train.py:{line}" for line in (3, 4, 5, 6, 7)
     ]
 
 
 def test_reading_defaulting_or_filling_in_a_missing_tf_config_is_not_named(tmp_path):
-    assert script.tf_config_assignments(_program(tmp_path, LEAVES_TF_CONFIG)) == []
+    assert script_lint.tf_config_assignments(_program(tmp_path, LEAVES_TF_CONFIG)) == []
 
 
 def test_a_program_that_sets_tf_config_is_warned_about_before_anything_is_sent(tmp_path, capsys):
@@ -409,22 +409,22 @@ other = OneDeviceStrategy("/cpu:0")
 )
 def test_a_program_with_a_multi_worker_strategy_is_not_named(tmp_path, uses_multi_worker):
     program = _program(tmp_path, f"import tensorflow as tf\n{uses_multi_worker}\n")
-    assert script.one_machine_strategies(program) is None
+    assert script_lint.one_machine_strategies(program) is None
 
 
 def test_each_one_machine_strategy_a_program_creates_is_named_by_file_and_line(tmp_path):
-    assert script.one_machine_strategies(_program(tmp_path, ONE_MACHINE)) == [
+    assert script_lint.one_machine_strategies(_program(tmp_path, ONE_MACHINE)) == [
         "train.py:3 MirroredStrategy",
         "train.py:4 OneDeviceStrategy",
     ]
-    assert script.one_machine_strategies(_program(tmp_path, "print('no strategy')\n")) == []
+    assert script_lint.one_machine_strategies(_program(tmp_path, "print('no strategy')\n")) == []
 
 
 def test_a_strategy_in_a_neighbour_module_counts_for_the_program(tmp_path):
     (tmp_path / "setup.py").write_text(
         "import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
     )
-    assert script.one_machine_strategies(_program(tmp_path, "import setup\n")) is None
+    assert script_lint.one_machine_strategies(_program(tmp_path, "import setup\n")) is None
 
 
 @pytest.mark.parametrize(
@@ -478,12 +478,12 @@ model.compile(loss="mse")
 def test_a_program_that_enters_the_strategys_scope_is_not_named(tmp_path, enters):
     header = "import tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
     program = _program(tmp_path, f"{header}{enters}\n")
-    assert not script.never_enters_a_scope(program)
+    assert not script_lint.never_enters_a_scope(program)
 
 
 def test_a_program_without_a_multi_worker_strategy_is_not_named_for_its_scope(tmp_path):
     """That is the warning above: one line for one mistake."""
-    assert not script.never_enters_a_scope(_program(tmp_path, ONE_MACHINE))
+    assert not script_lint.never_enters_a_scope(_program(tmp_path, ONE_MACHINE))
 
 
 def test_a_model_built_outside_any_scope_is_warned_about_with_several_workers(tmp_path, capsys):
@@ -492,7 +492,7 @@ def test_a_model_built_outside_any_scope_is_warned_about_with_several_workers(tm
     with different weights on its 2 workers)."""
     path = tmp_path / "train.py"
     path.write_text(NO_SCOPE)
-    assert script.never_enters_a_scope(_program(tmp_path, NO_SCOPE))
+    assert script_lint.never_enters_a_scope(_program(tmp_path, NO_SCOPE))
     assert run(["submit", "--script", str(path), "--workers", "2", "--dry-run=client"]) == 0
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert line.startswith(
@@ -533,7 +533,7 @@ if task_id == 1:
 def test_each_save_only_the_chief_makes_is_named_by_file_and_line(tmp_path):
     """Measured with the tutorial's program (TF 2.21): `if task_id == 0: model.save(...)`
     fails the chief in a collective (UnavailableError) once the other workers finished."""
-    assert script.chief_only_saves(_program(tmp_path, CHIEF_SAVES)) == [
+    assert script_lint.chief_only_saves(_program(tmp_path, CHIEF_SAVES)) == [
         "train.py:10 save", "train.py:15 save_weights", "train.py:19 save", "train.py:21 save",
     ]  # fmt: skip
 
@@ -545,8 +545,9 @@ def test_a_save_every_worker_makes_is_not_named(tmp_path):
         "with strategy.scope():\n    model = tf.keras.Sequential()\n"
         "path = '/model' if is_chief else '/tmp/x'\nmodel.save(path)\n"
     )
-    assert script.chief_only_saves(_program(tmp_path, every_worker)) == []
-    assert script.chief_only_saves(_program(tmp_path, "if is_chief:\n    model.save('x')\n")) == []
+    assert script_lint.chief_only_saves(_program(tmp_path, every_worker)) == []
+    no_strategy = _program(tmp_path, "if is_chief:\n    model.save('x')\n")
+    assert script_lint.chief_only_saves(no_strategy) == []
 
 
 def test_a_chief_only_save_is_warned_about_by_submit_with_several_workers(tmp_path, capsys):

@@ -379,29 +379,33 @@ def test_ctrl_c_on_a_program_that_ignores_sigterm_says_what_happens(
         assert "model dir" not in output  # the program saved nothing there
 
 
-def test_legacy_keras_is_always_on_and_keras_3_is_named_before_the_workers_start(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("imports", "legacy", "why"),
+    [("import json\n", "1", "nothing in it needs Keras 3"),
+     ("if os.environ.get('NEVER_SET'):\n    import keras\n", "0", "print_env.py:3 imports keras")],
+)  # fmt: skip
+def test_tflaunch_picks_the_keras_as_in_a_pod_and_says_which_and_why_before_the_start(
+    tmp_path: Path, imports: str, legacy: str, why: str
 ) -> None:
-    """tflaunch decides TF_USE_LEGACY_KERAS=1 (Keras 3 fails under MWMS), as in a pod: a
-    shell's 0 is not used, and says so; `import keras` is named with file:line."""
+    """TF_USE_LEGACY_KERAS comes from spec.keras (auto: what the program shows), as in a
+    pod: a shell's value is not used, and a different one is said."""
     script = tmp_path / "print_env.py"
     script.write_text(
-        "import os\n"
-        "if os.environ.get('NEVER_SET'):\n"
-        "    import keras\n"
-        "print('legacy keras', os.environ['TF_USE_LEGACY_KERAS'])\n"
+        f"import os\n{imports}print('legacy keras', os.environ['TF_USE_LEGACY_KERAS'])\n"
     )
     run = subprocess.run(
         _tflaunch("--script", str(script), "--workers", "1", "--workdir", str(tmp_path / "run")),
         capture_output=True, text=True, timeout=TIMEOUT,
-        env={**_env(), "TF_USE_LEGACY_KERAS": "0"},
+        env={**_env(), "TF_USE_LEGACY_KERAS": "1" if legacy == "0" else "0"},
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "[worker 0] legacy keras 1" in run.stdout
-    note, warning = run.stderr.strip().splitlines()
-    assert note.startswith("tflaunch: note: TF_USE_LEGACY_KERAS=0 from your environment is not")
-    assert warning.startswith("tflaunch: warning: print_env.py:3 imports keras, which is Keras 3")
-    assert "import tf_keras as keras" in warning
+    assert f"[worker 0] legacy keras {legacy}" in run.stdout
+    (env_note,) = run.stderr.strip().splitlines()
+    assert env_note.startswith("tflaunch: note: TF_USE_LEGACY_KERAS=")
+    assert f"every worker runs with TF_USE_LEGACY_KERAS={legacy}, as in a pod" in env_note
+    (keras_note,) = [line for line in run.stdout.splitlines() if "the program runs on" in line]
+    assert keras_note.startswith("tflaunch: print-env: the program runs on "), keras_note
+    assert why in keras_note, keras_note
 
 
 TUTORIAL_LAYOUT = ROOT / "tests" / "data" / "tutorial_layout"
