@@ -240,7 +240,7 @@ class GroupEnd:
         restart repeats. Not a signal, not TensorFlow's word for a lost peer or a timeout."""
         if set(self.exit_codes) != {contract.EXIT_TRANSIENT} or any(e.signal for e in self.ends):
             return None
-        reasons = {end.last_error for end in self.ends}
+        reasons = {end.detail() for end in self.ends}  # without "(the program exited 1)"
         if len(reasons) != 1:
             return None
         (reason,) = reasons

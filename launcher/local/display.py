@@ -212,6 +212,8 @@ class SummaryConsole:
             self._dirty = True
             made = OwnOutputFilter(index) if self._own_program else NotableFilter()
             if self._filters.setdefault(index, made).shows(text):
+                if not self._live and self._plain_pending():  # the state it came in, first
+                    self._print_plain()
                 self._say(self._worker_line(index, text))
             if found is not None and found.epoch_done:
                 self._epoch_finished(found)

@@ -158,6 +158,21 @@ def test_plain_lines_come_at_most_every_few_seconds_and_at_each_epochs_end() -> 
     assert progress_lines[-1].startswith("tflaunch: mnist: epoch 1/2, step 24/24")
 
 
+def test_a_plain_status_line_comes_before_the_worker_lines_that_followed_it() -> None:
+    """A failed start printed both tracebacks, then "2 workers training", which had been
+    true before them (the state line waits its turn; a worker's error does not)."""
+    plain, stream, clock = console(live=False)
+    plain.line(0, WAITING.replace("worker 1/2", "worker 0/2"))  # printed: the first state
+    clock.now += 1
+    plain.line(0, REACHABLE.replace("worker 1/2", "worker 0/2"))  # trains: not printed yet
+    plain.line(0, "Traceback (most recent call last):")
+    lines = stream.getvalue().splitlines()
+    assert lines[-2:] == [
+        "tflaunch: mnist: 1 training (worker 0), 1 starting (worker 1)",
+        "[worker 0] Traceback (most recent call last):",
+    ], lines
+
+
 def test_verbose_shows_every_line_prefixed() -> None:
     stream = io.StringIO()
     verbose = make_console("mnist", 2, stream, verbose=True)
