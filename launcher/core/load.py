@@ -35,11 +35,12 @@ def load_job(
         spec["image"] = yamldoc.default_document()["spec"]["image"]
     base = Path(path).parent if path not in (None, "-") else Path.cwd()
     script_file.expand_path(document, base)
-    return job_from_document(document)
+    return job_from_document(document, local=local)
 
 
-def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
-    """Type and validate plain data (a parsed file, or a custom resource's body)."""
+def job_from_document(document: Mapping[str, Any], *, local: bool = False) -> MultiWorkerJob:
+    """Type and validate plain data (a parsed file, or a custom resource's body); `local`:
+    for `tflaunch local`, whose workers run no image (`validate`)."""
     spec = document.get("spec")
     if isinstance(spec, Mapping) and isinstance(spec.get("script"), str):
         raise SpecError(
@@ -48,14 +49,17 @@ def job_from_document(document: Mapping[str, Any]) -> MultiWorkerJob:
             "(`tflaunch render --script FILE` writes it out)",
         )
     job = typed.build(MultiWorkerJob, document, "")
-    validate(job)
+    validate(job, local=local)
     return job
 
 
-def validate(job: MultiWorkerJob) -> None:
-    """Check every cross-field and format rule; raise the first SpecError found."""
+def validate(job: MultiWorkerJob, *, local: bool = False) -> None:
+    """Check every cross-field and format rule; raise the first SpecError found. `local`:
+    not the image's (a local run uses none)."""
     if job.api_version != API_VERSION:
         raise SpecError("apiVersion", f"must be {API_VERSION}, got {job.api_version!r}")
     if job.kind != KIND:
         raise SpecError("kind", f"must be {KIND}, got {job.kind!r}")
     validation.check(job)
+    if not local:
+        validation.check_gpu_image(job.spec)

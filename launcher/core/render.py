@@ -28,7 +28,6 @@ from launcher.core import (
     names,
     pod_env,
     script,
-    validation,
     workload,
 )
 from launcher.core.errors import RenderError, SpecError
@@ -110,7 +109,6 @@ def render(
     restarts so far, in $TFLAUNCH_RESTARTS), `owner` (an ownerReference on every object) and
     `job_annotations` (on each Job).
     """
-    validation.check_gpu_image(job.spec)
     context = _job_context(job)
     objects = [_render_one("service.yaml.j2", context)]
     if job.spec.script is not None:

@@ -34,8 +34,8 @@ _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
 
 def check_gpu_image(spec: JobSpec) -> None:
     """A GPU job's image must be a GPU build: a pod gets its GPUs, and TensorFlow in a CPU
-    build cannot use them, so the job would train on CPU without a word (`render` checks it;
-    a local run uses no image)."""
+    build cannot use them, so the job would train on CPU without a word (`load.validate`
+    checks it, except for a local run, which uses no image)."""
     if spec.gpus_per_worker > 0 and (gpu_image := gpu_variant(spec.image)):
         raise SpecError(
             "spec.image",

@@ -33,7 +33,8 @@ def test_a_gpu_multiworkerjob_runs_on_the_gpu_nodes_to_succeeded(
     # The first test of the module: the operator process may still be starting (a loaded
     # CI machine took over 120 s once), so wait for it before timing the job.
     eventually(operator.serving_metrics, what="the operator's /metrics", timeout=180)
-    cp.apply(_mwj("g1", namespace, pod_hooks(run_for="3s"), gpusPerWorker=1))
+    gpu = {"gpusPerWorker": 1, "image": "tflaunch-trainer:0.1.0"}  # the GPU build
+    cp.apply(_mwj("g1", namespace, pod_hooks(run_for="3s"), **gpu))
     try:
         status = eventually(
             _phase_is(cp, "g1", namespace, "Succeeded"), what="phase Succeeded", timeout=180

@@ -55,7 +55,7 @@ def test_too_few_gpus_names_the_field_the_count_and_the_fix() -> None:
 
 
 def test_the_slices_reach_each_workers_environment(tmp_path: Path) -> None:
-    job = load_job(None, [("spec.gpusPerWorker", 1)])
+    job = load_job(None, [("spec.gpusPerWorker", 1)], local=True)  # as `tflaunch local` loads
     commands = worker_commands(job, LocalPaths(tmp_path), [1, 2], 0, None, gpu_slices=["3", "5"])
     for index, (_, env) in enumerate(commands):
         assert env["CUDA_VISIBLE_DEVICES"] == ["3", "5"][index]

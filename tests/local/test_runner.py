@@ -58,6 +58,7 @@ def test_an_own_program_runs_through_the_same_wrapper_with_the_pods_flags(tmp_pa
         None,
         [("spec.script", str(script)), ("spec.args", ["--epochs", "2"]),
          ("spec.stallTimeoutSeconds", 60), ("spec.gpusPerWorker", 1)],
+        local=True,
     )  # fmt: skip
     paths = LocalPaths(tmp_path / "run")
     (argv, env), _ = worker_commands(job, paths, [1, 2], 0, "/d/m.npz", extra_args=["--x"])
