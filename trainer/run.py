@@ -36,7 +36,7 @@ from types import FrameType
 from typing import IO, NoReturn
 
 from launcher.core import contract, exit_policy
-from trainer import known_errors, logs, preflight
+from trainer import generations, known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog
 
@@ -44,6 +44,9 @@ log = logging.getLogger("tflaunch.worker")
 
 STOP_GRACE_SECONDS = 20.0
 """How long a stalled program gets between SIGTERM and SIGKILL."""
+MOVED_ON_GRACE_SECONDS = 1.0
+"""How long a program whose group moved on gets between SIGTERM and SIGKILL: a peer is gone,
+so no save it could start (the trainer's on SIGTERM needs every worker) would finish."""
 CHECKPOINT_POLL_SECONDS = 5.0
 PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contract.EXIT_PREEMPTED})
 """The program's exit codes the wrapper returns as they are; everything else becomes 1."""
@@ -117,6 +120,15 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         metavar="DIR",
         help=f"exported as ${contract.ENV_MODEL_DIR} (default: its current value)",
     )
+    parser.add_argument(
+        "--restart-in-place",
+        type=int,
+        metavar="N",
+        help="when a program fails in a way that restarts the group, relaunch every worker's "
+        "program here, together, up to generation N (group restarts; $TFLAUNCH_RESTARTS "
+        "counts them), then exit 1; peers meet on the TensorFlow port + "
+        f"{contract.CONTROL_PORT_OFFSET} (default: off, every failure ends the worker)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
 
@@ -134,6 +146,8 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
         )
     if args.expect_gpus is not None and args.expect_gpus < 0:
         raise _UsageError(f"--expect-gpus must be >= 0, got {args.expect_gpus}")
+    if args.restart_in_place is not None and args.restart_in_place < 0:
+        raise _UsageError(f"--restart-in-place must be >= 0, got {args.restart_in_place}")
     if args.rendezvous_timeout <= 0 or args.stall_timeout < 0:
         raise _UsageError("--rendezvous-timeout must be > 0 and --stall-timeout >= 0")
     args.command = command
@@ -347,9 +361,10 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Event,
-              checkpoint_dir: str | None, stall_timeout: float) -> int:  # fmt: skip
+              checkpoint_dir: str | None, stall_timeout: float,
+              moved_on: threading.Event | None = None) -> int | None:  # fmt: skip
     """Wait for the program (`_on_signal` passes signals on); stop it when the watchdog
-    fires."""
+    fires, or when the group moves on without it (then None)."""
     forwarded = program.forwarded
     if stall_timeout:
         watchdog.arm("the program (no output, no checkpoint written)", stall_timeout)
@@ -358,10 +373,15 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
     next_scan = time.monotonic() + scan_every
     while True:
         try:
-            program.process.wait(timeout=0.5)
+            program.process.wait(timeout=0.1)
             break
         except subprocess.TimeoutExpired:
             pass
+        if moved_on is not None and moved_on.is_set():
+            watchdog.disarm()
+            program.stop(MOVED_ON_GRACE_SECONDS)
+            program.finish()
+            return None
         if stalled.is_set():
             termination_message(f"no output and no checkpoint written for {stall_timeout:g}s")
             program.stop()
@@ -388,19 +408,21 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
     else:
         # What follows (a restart, or not) is the launcher's to say: it knows the other
         # workers and the retries left.
-        reason = program.reason
-        message = (
-            f"{reason} (the program {describe_exit(code)})"
-            if reason
-            else f"the program {describe_exit(code)}"
-        )
-        known = known_errors.explain(reason, program.env) if code > 0 else None
+        message = failure_message(program, code)
+        known = known_errors.explain(program.reason, program.env) if code > 0 else None
         if known is not None:  # it would fail so again after a restart: not retried
             message = f"{message}: {known.words}"
             mapped = contract.EXIT_CONFIG_ERROR
         log.error("%s", message)
         termination_message(message)
     return mapped
+
+
+def failure_message(program: ChildProgram, code: int) -> str:
+    """Why the program failed, with how it ended."""
+    reason = program.reason
+    how = f"the program {describe_exit(code)}"
+    return f"{reason} ({how})" if reason else how
 
 
 def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
@@ -412,6 +434,8 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
     check_devices(args.expect_gpus, cluster.label)
     preflight.check_writable(args.checkpoint_dir, cluster.label)
     preflight.check_writable(args.model_dir, cluster.label, "model directory")
+    if args.restart_in_place is not None and cluster.address is not None:
+        return run_in_place(args, cluster, env)
     preflight.rendezvous(cluster, args.rendezvous_timeout)
     child_env = program_env(env, cluster, args)
     log.info("starting %s", " ".join(args.command))
@@ -419,9 +443,92 @@ def run(argv: Sequence[str], env: MutableMapping[str, str]) -> int:
     watchdog = Watchdog(exit_fn=lambda code: stalled.set())
     try:
         program = start(args.command, child_env, watchdog)
-        return supervise(program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout)
+        code = supervise(program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout)
+        assert code is not None  # None only when a group can move on
+        return code
     finally:
         watchdog.stop()
+
+
+def first_generation(env: Mapping[str, str]) -> int:
+    """The group restarts before this wrapper started ($TFLAUNCH_RESTARTS, the operator's)."""
+    raw = env.get(contract.ENV_RESTARTS, "0") or "0"
+    if not raw.isdigit():
+        raise ConfigError(f"${contract.ENV_RESTARTS} must be an integer >= 0, got {raw!r}")
+    return int(raw)
+
+
+def run_in_place(
+    args: argparse.Namespace, cluster: preflight.WorkerGroup, env: MutableMapping[str, str]
+) -> int:
+    """The program, relaunched here at every generation the group moves to, behind the
+    barrier (`trainer.generations`), until it ends in a way that ends the worker or the
+    budget (--restart-in-place) is spent."""
+    group = generations.Group(cluster, first_generation(env))
+    generation = group.me.generation
+    code = contract.EXIT_TRANSIENT
+    try:
+        while True:
+            started = time.monotonic()
+            generation = group.barrier(generation, args.rendezvous_timeout)
+            log.info(
+                "generation %d: every peer is here after %.1fs",
+                generation,
+                time.monotonic() - started,
+            )
+            repeated = group.repeated()
+            if repeated:
+                log.error("every worker failed with %r: not restarted in place", repeated)
+                termination_message(repeated)
+                return code
+            final, failed = run_generation(args, cluster, env, group, generation)
+            if final is not None:
+                code = final
+                return code
+            generation = group.leave(failed)
+            if generation > args.restart_in_place:
+                log.error(
+                    "the group failed %d times, the budget of restarts in place "
+                    "(spec.backoffLimit) is spent; exiting %d",
+                    generation,
+                    code,
+                )
+                termination_message(failed or "the group moved on past the restart budget")
+                return code
+            log.warning("restarting in place at generation %d", generation)
+    finally:
+        group.end(code)
+
+
+def run_generation(
+    args: argparse.Namespace, cluster: preflight.WorkerGroup, env: MutableMapping[str, str],
+    group: generations.Group, generation: int,
+) -> tuple[int | None, str]:  # fmt: skip
+    """One generation's program: (the worker's exit code, "") when the worker ends, else
+    (None, the program's error line; "" when it was stopped because the group moved on)."""
+    child_env = program_env(env, cluster, args)
+    child_env[contract.ENV_RESTARTS] = str(generation)
+    log.info("starting %s", " ".join(args.command))
+    stalled = threading.Event()
+    watchdog = Watchdog(exit_fn=lambda code: stalled.set())
+    try:
+        group.begin(generation)
+        program = start(args.command, child_env, watchdog)
+        mapped = supervise(
+            program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout, group.moved_on
+        )
+    finally:
+        watchdog.stop()
+        # From here a SIGTERM or SIGINT stops the wrapper (`_on_signal`): checked after, so
+        # one that reached the program as it ended is not lost.
+        _running.clear()
+    if mapped is None:
+        return None, ""
+    if program.forwarded or mapped != contract.EXIT_TRANSIENT:
+        return mapped, ""  # done, told to stop, or an exit no restart can fix
+    if stalled.is_set():
+        return None, f"no output and no checkpoint written for {args.stall_timeout:g}s"
+    return None, failure_message(program, program.process.returncode)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

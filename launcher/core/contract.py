@@ -54,6 +54,10 @@ ENV_DATA = "TFLAUNCH_DATA"
 ENV_RESTARTS = "TFLAUNCH_RESTARTS"
 """How many times the group was restarted before this run (set by the runner)."""
 
+CONTROL_PORT_OFFSET = 1
+"""A worker restarted in place (spec.restart inPlace) answers its peers on its TensorFlow
+port + this: the wrapper's generation barrier (trainer/generations.py)."""
+
 ENV_LOG_LEVEL = "TFLAUNCH_LOG_LEVEL"
 """"debug" shows TensorFlow's own log lines: the trainer lets its C++ INFO and its Python
 INFO through, and `tflaunch local` puts them on the console (as --verbose does)."""

@@ -1,0 +1,252 @@
+"""The group restart in place (`python -m trainer.run --restart-in-place N`) with real
+processes: wrappers on this machine, tiny Python programs, no TensorFlow.
+
+Each program appends "<generation>" to its worker's runs file when it starts, so what ran,
+and at which generation, is read back from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from launcher.core import contract
+from launcher.local.runner import free_ports
+
+REPO = Path(__file__).resolve().parents[2]
+WRAPPER = [sys.executable, "-m", contract.WRAPPER_MODULE]
+TIMEOUT = 60
+
+PROGRAM = """
+import os, signal, sys, time
+worker, generation = os.environ["TFLAUNCH_WORKER_INDEX"], os.environ["TFLAUNCH_RESTARTS"]
+with open(os.path.join({runs!r}, worker), "a") as f:
+    f.write(generation + "\\n")
+print(f"worker {{worker}} at generation {{generation}}", flush=True)
+{body}
+"""
+"""`body` sees `worker` and `generation` (strings)."""
+
+
+def free_control_ports(count: int) -> list[int]:
+    """TensorFlow ports whose neighbour (the control port) is free too."""
+    found: list[int] = []
+    while len(found) < count:
+        for port in free_ports(4):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port + contract.CONTROL_PORT_OFFSET))
+                except OSError:
+                    continue
+            if port not in found and port + 1 not in found and port - 1 not in found:
+                found.append(port)
+    return found[:count]
+
+
+def _env(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "TFLAUNCH_"))}
+    env.pop(contract.ENV_WORKER_INDEX, None)
+    env["PYTHONPATH"] = str(REPO)
+    return {**env, **extra}
+
+
+class Group:
+    """N wrappers with `--restart-in-place`, each running `body` (per worker)."""
+
+    def __init__(self, tmp_path: Path, bodies: Sequence[str], budget: int = 3) -> None:
+        self.runs = tmp_path / "runs"
+        self.runs.mkdir()
+        self.budget = budget
+        self.bodies = list(bodies)
+        ports = free_control_ports(len(bodies))
+        self.addresses = [f"127.0.0.1:{port}" for port in ports]
+        self.processes = [self.start(i) for i in range(len(bodies))]
+
+    def start(self, index: int) -> subprocess.Popen[str]:
+        tf_config = {
+            "cluster": {"worker": self.addresses},
+            "task": {"type": "worker", "index": index},
+        }
+        program = PROGRAM.format(runs=str(self.runs), body=self.bodies[index])
+        return subprocess.Popen(
+            [*WRAPPER, "--restart-in-place", str(self.budget), "--rendezvous-timeout", "30",
+             "--", sys.executable, "-c", program],
+            env=_env({contract.ENV_TF_CONFIG: json.dumps(tf_config)}),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def generations(self, index: int) -> list[int]:
+        runs = self.runs / str(index)
+        return [int(line) for line in runs.read_text().split()] if runs.exists() else []
+
+    def finish(self, index: int) -> tuple[int, str]:
+        _, err = self.processes[index].communicate(timeout=TIMEOUT)
+        return self.processes[index].returncode, err
+
+    def wait_for_run(self, index: int, generation: int) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while generation not in self.generations(index):
+            assert time.monotonic() < deadline, f"worker {index} never ran generation {generation}"
+            time.sleep(0.05)
+
+    def kill_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
+@pytest.fixture
+def groups() -> list[Group]:
+    made: list[Group] = []
+    yield made
+    for group in made:
+        group.kill_all()
+
+
+HANG_UNTIL_RESTARTED = "if generation == '0':\n    time.sleep(120)\n"
+"""A survivor's program at generation 0: stuck in a collective with a dead peer."""
+
+
+def test_a_killed_program_restarts_every_workers_program_at_the_next_generation(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    crash = "if generation == '0':\n    time.sleep(0.5); os.kill(os.getpid(), signal.SIGKILL)\n"
+    group = Group(tmp_path, [HANG_UNTIL_RESTARTED, crash])
+    groups.append(group)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_OK, err
+        assert group.generations(i) == [0, 1]
+    _, err = code, err
+    assert "restarting in place at generation 1" in err
+
+
+def test_the_survivor_is_stopped_at_once_not_after_a_collective_timeout(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    crash = "if generation == '0':\n    time.sleep(0.5); sys.exit(1)\n"
+    group = Group(tmp_path, [HANG_UNTIL_RESTARTED, crash])
+    groups.append(group)
+    code, err = group.finish(0)
+    assert code == contract.EXIT_OK, err
+    assert "worker 1 is at generation 1: stopping this generation's program" in err
+
+
+def test_past_the_budget_every_wrapper_exits_1_for_todays_group_restart(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    always_fails = "print('RuntimeError: the data loader broke', flush=True); sys.exit(1)"
+    group = Group(tmp_path, ["time.sleep(120)", always_fails], budget=2)
+    groups.append(group)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_TRANSIENT, err
+        assert group.generations(i) == [0, 1, 2]
+    assert "budget of restarts in place (spec.backoffLimit) is spent" in err
+
+
+def test_a_config_error_ends_the_worker_without_a_restart(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    group = Group(tmp_path, ["time.sleep(120)", "sys.exit(78)"])
+    groups.append(group)
+    code, _ = group.finish(1)
+    assert code == contract.EXIT_CONFIG_ERROR
+    assert group.generations(1) == [0]
+    # The Job fails (podFailurePolicy FailJob) and stops worker 0's pod: SIGTERM.
+    group.processes[0].send_signal(signal.SIGTERM)
+    code, _ = group.finish(0)
+    assert group.generations(0) == [0]
+
+
+def test_the_same_error_on_every_worker_is_not_restarted_in_place(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    name_error = "raise NameError(\"name 'modle' is not defined\")"
+    group = Group(tmp_path, [name_error, name_error])
+    groups.append(group)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_TRANSIENT, err
+        assert group.generations(i) == [0]
+        assert "every worker failed with" in err and "modle" in err
+
+
+def test_a_sigterm_while_the_program_runs_ends_the_worker(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    """Kubernetes stopping the pod: the program saves and exits 79, nothing restarts."""
+    trap = (
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(79))\n"
+        "print('ready', flush=True)\ntime.sleep(120)\n"
+    )
+    group = Group(tmp_path, [trap, trap])
+    groups.append(group)
+    for i in range(2):
+        group.wait_for_run(i, 0)
+    time.sleep(0.5)  # the handler is set once "ready" is printed; the run file comes first
+    for process in group.processes:
+        process.send_signal(signal.SIGTERM)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_PREEMPTED, err
+        assert group.generations(i) == [0]
+
+
+def test_a_sigterm_at_the_barrier_ends_the_worker_at_once(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    group = Group(tmp_path, ["pass", "pass"])
+    groups.append(group)
+    group.processes[1].kill()  # its peer never comes
+    group.processes[1].communicate()
+    time.sleep(1.0)
+    started = time.monotonic()
+    group.processes[0].send_signal(signal.SIGTERM)
+    code, _ = group.finish(0)
+    assert code == contract.EXIT_TRANSIENT
+    assert time.monotonic() - started < 10  # not the 30 s barrier timeout
+    assert group.generations(0) == []
+
+
+def test_a_replaced_peer_restarts_the_survivors_program(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    """Worker 1's pod recreated (a new wrapper, starting at generation 0): it joins the
+    group's next generation, and worker 0 does not train on with its old program."""
+    group = Group(tmp_path, [HANG_UNTIL_RESTARTED, HANG_UNTIL_RESTARTED])
+    groups.append(group)
+    group.wait_for_run(0, 0)
+    group.wait_for_run(1, 0)
+    group.processes[1].kill()
+    group.processes[1].communicate()
+    group.processes[1] = group.start(1)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_OK, err
+    assert group.generations(0) == [0, 1]
+    assert group.generations(1) == [0, 1]  # the new wrapper went on to the group's generation
+
+
+def test_a_peer_that_never_comes_is_named_after_the_rendezvous_timeout(tmp_path: Path) -> None:
+    port = free_control_ports(2)
+    addresses = [f"127.0.0.1:{p}" for p in port]
+    tf_config = {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 0}}
+    done = subprocess.run(
+        [*WRAPPER, "--restart-in-place", "3", "--rendezvous-timeout", "1.5", "--",
+         sys.executable, "-c", "pass"],
+        env=_env({contract.ENV_TF_CONFIG: json.dumps(tf_config)}),
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert done.returncode == contract.EXIT_RENDEZVOUS_TIMEOUT
+    assert f"worker 1 (127.0.0.1:{port[1] + 1}, never answered)" in done.stderr
