@@ -30,6 +30,7 @@ VIOLATIONS: dict[rules.Rule, tuple[str, dict[str, Any]]] = {
     rules.QUEUE_NEEDS_GANG: ("q", {"queueName": "team"}),
     rules.VOLCANO_SCHEDULER: ("vs", {"gang": "volcano", "schedulerName": "default-scheduler"}),
     rules.METADATA_EGRESS: ("egress", {"networkPolicy": False, "denyMetadataEgress": True}),
+    rules.RESTART_PORT: ("inplace", {"restart": "inPlace", "port": 65535}),
 }
 
 

@@ -158,6 +158,15 @@ METADATA_EGRESS = Rule(
     message="needs spec.networkPolicy: true (it is a NetworkPolicy rule)",
 )
 
+RESTART_PORT = Rule(
+    field="spec.port",
+    cel="self.restart != 'inPlace' || self.port <= 65534",
+    message=(
+        "must be at most 65534 with restart: inPlace: the port above it is the workers' "
+        "control port (their restart barrier)"
+    ),
+)
+
 RULES: tuple[Rule, ...] = (
     NAME_FORMAT,
     NAME_LENGTH,
@@ -170,5 +179,6 @@ RULES: tuple[Rule, ...] = (
     QUEUE_NEEDS_GANG,
     VOLCANO_SCHEDULER,
     METADATA_EGRESS,
+    RESTART_PORT,
 )
 """Every rule the CRD carries; `launcher.core.load.validate` checks each one too."""

@@ -221,6 +221,7 @@ Layout = Literal["indexed", "per-worker"]
 Gang = Literal["none", "kueue", "volcano", "coscheduling"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Keras = Literal["auto", "tf-keras", "keras3"]
+Restart = Literal["recreate", "inPlace"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,6 +374,13 @@ class JobSpec:
         3,
         minimum=0,
         maximum=INT32_MAX,
+    )
+    restart: Restart = _field(
+        "restart",
+        "How the group restarts after a worker's program fails: recreate (the failed pods are "
+        "replaced) or inPlace (every worker's wrapper relaunches its program in the same pod, "
+        "together, up to backoffLimit times; docs/restart-in-place.md).",
+        "recreate",
     )
     termination_grace_period_seconds: int = _field(
         "terminationGracePeriodSeconds",

@@ -34,6 +34,8 @@ from launcher.core.errors import RenderError, SpecError
 
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"
+CONTROL_PORT_NAME = "tflaunch-ctl"
+"""The wrappers' restart barrier with spec.restart inPlace (trainer/generations.py)."""
 
 K8sObject = dict[str, Any]
 
@@ -150,6 +152,8 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "workers": spec.workers,
         "port": spec.port,
         "port_name": PORT_NAME,
+        "control_port": _control_port(job),
+        "control_port_name": CONTROL_PORT_NAME,
         "service_name": names.service_name(job.name),
         "network_policy_name": names.network_policy_name(job.name),
         "object_labels": object_labels,
@@ -200,7 +204,16 @@ def _container_command(job: MultiWorkerJob) -> dict[str, list[str]]:
     """The container runs the worker wrapper (its command), which runs the program (args)."""
     argv = workload.worker_argv(job, *workload.pod_paths(job))
     wrapper = 3  # python -m trainer.run
-    return {"container_command": argv[:wrapper], "container_args": argv[wrapper:]}
+    in_place = ["--restart-in-place", str(job.spec.backoff_limit)]
+    flags = in_place if job.spec.restart == "inPlace" else []
+    return {"container_command": argv[:wrapper], "container_args": [*flags, *argv[wrapper:]]}
+
+
+def _control_port(job: MultiWorkerJob) -> int | None:
+    """The port the wrappers restart together on (spec.restart inPlace), else None."""
+    if job.spec.restart != "inPlace":
+        return None
+    return job.spec.port + contract.CONTROL_PORT_OFFSET
 
 
 def _worker_context(
@@ -240,7 +253,8 @@ def _peer_ports(job: MultiWorkerJob) -> list[dict[str, Any]]:
     port (NCCL sets up its collectives on ports of its own choosing)."""
     if job.spec.gpus_per_worker:
         return [{"protocol": "TCP"}]
-    return [{"protocol": "TCP", "port": job.spec.port}]
+    control = _control_port(job)
+    return [{"protocol": "TCP", "port": p} for p in (job.spec.port, control) if p is not None]
 
 
 def _egress_blocks(job: MultiWorkerJob) -> list[dict[str, Any]] | None:

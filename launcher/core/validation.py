@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from launcher.api import rules
-from launcher.core import labels, limits, program, schemas
+from launcher.core import contract, labels, limits, program, schemas
 from launcher.core.errors import SpecError
 from launcher.core.names import worker_hostname
 
@@ -129,6 +129,8 @@ def check(job: MultiWorkerJob) -> None:
     if spec.deny_metadata_egress and not spec.network_policy:
         raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)
     _validate_gang(spec)
+    if spec.restart == "inPlace" and spec.port + contract.CONTROL_PORT_OFFSET > 65535:
+        raise SpecError(rules.RESTART_PORT.field, rules.RESTART_PORT.message)
     if spec.affinity:
         schemas.check_affinity(spec.affinity)
 
