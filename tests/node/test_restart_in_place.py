@@ -1,0 +1,91 @@
+"""The group restart in place on real pods (spec.restart: inPlace): the training program
+inside worker 1's container is SIGKILLed (not the container, not the pod) in a 2-worker
+MNIST job with its checkpoints on a PersistentVolume. Both wrappers relaunch their programs
+in the same pods at generation 1, both resume from the same checkpoint step, and the job
+succeeds: no pod was deleted or created, no container restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ControlPlane, eventually
+from tests.node.conftest import node_sh
+from tests.node.test_mnist import (  # noqa: F401 (fixtures)
+    RESUMED,
+    backup_saved,
+    namespace,
+    real_node_spec,
+    shared_claim,
+    worker_lines,
+)
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+
+def program_of(pod: str) -> int:
+    """The host PID of the program the wrapper (the container's PID 1) runs."""
+    container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
+    wrapper = json.loads(node_sh("crictl", "inspect", container))["info"]["pid"]
+    (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    return int(child)
+
+
+def pods(cluster: ControlPlane, where: str) -> dict[str, dict]:
+    items = json.loads(cluster.kubectl("get", "pods", "-n", where, "-o", "json").out)["items"]
+    return {p["metadata"]["uid"]: p for p in items}
+
+
+@pytest.mark.timeout(1200)
+def test_a_killed_program_restarts_the_group_in_the_same_pods_from_one_checkpoint(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,  # noqa: F811
+    shared_claim: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=3, stepsPerEpoch=150)
+    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    document["spec"]["restart"] = "inPlace"
+    document["spec"]["backoffLimit"] = 1
+    spec.write_text(yaml.safe_dump(document))
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+    eventually(
+        lambda: backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    before = pods(real_node, namespace)
+    (worker_1,) = [
+        p["metadata"]["name"]
+        for p in before.values()
+        if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1"
+    ]
+
+    os.kill(program_of(worker_1), signal.SIGKILL)
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+    assert wait.code == 0, wait
+    after = pods(real_node, namespace)
+    assert set(after) == set(before), "a pod was replaced"
+    for pod in after.values():
+        assert pod["status"]["phase"] == "Succeeded", pod["status"]
+        (container,) = pod["status"]["containerStatuses"]
+        assert container["restartCount"] == 0, container
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    steps = []
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        assert any("restarting in place at generation 1" in line for line in lines), logs.out
+        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
+        assert len(resumed) == 1 and resumed[0] is not None, logs.out
+        steps.append(int(resumed[0]["step"]))
+    assert steps[0] == steps[1] and steps[0] >= 150, steps  # one checkpoint, never from scratch
