@@ -182,7 +182,7 @@ class Group:
                     self._wake.set()
                 current = self._me.generation
                 behind = [i for i in self._peers if not self._here(fresh.get(i), current)]
-                if not behind:
+                if not behind or self._repeated():
                     return current
                 remaining = deadline - self._clock()
                 if remaining <= 0:
@@ -229,8 +229,13 @@ class Group:
         """At a barrier just passed: the error line when every worker's program failed by
         itself with it in the previous generation, else ""."""
         with self._news:
-            failed = self._me.failed
-            reports = [report for report, _ in self._heard.values()]
+            return self._repeated()
+
+    def _repeated(self) -> str:
+        """`repeated`, with the lock held. A peer that saw it first may have left already:
+        its last report still counts."""
+        failed = self._me.failed
+        reports = [report for report, _ in self._heard.values()]
         same = all(r.failed == failed and r.generation == self._me.generation for r in reports)
         return failed if failed and same and len(reports) == len(self._peers) else ""
 

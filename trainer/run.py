@@ -378,6 +378,8 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
         except subprocess.TimeoutExpired:
             pass
         if moved_on is not None and moved_on.is_set():
+            if program.process.poll() is not None:
+                break  # it ended by itself first: its own exit is what counts
             watchdog.disarm()
             program.stop(MOVED_ON_GRACE_SECONDS)
             program.finish()
