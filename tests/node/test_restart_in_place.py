@@ -2,7 +2,9 @@
 inside worker 1's container is SIGKILLed (not the container, not the pod) in a 2-worker
 MNIST job with its checkpoints on a PersistentVolume. Both wrappers relaunch their programs
 in the same pods at generation 1, both resume from the same checkpoint step, and the job
-succeeds: no pod was deleted or created, no container restarted.
+succeeds: no pod was deleted or created, no container restarted. What the wrapper cannot
+see, worker 1's whole container killed, still goes through the pod's replacement, and the
+new wrapper joins its peer's next generation.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.node.conftest import node_sh
 from tests.node.test_mnist import (  # noqa: F401 (fixtures)
     RESUMED,
     backup_saved,
+    kill_worker_1_after_the_first_backup,
     namespace,
     real_node_spec,
     shared_claim,
@@ -43,6 +46,28 @@ def pods(cluster: ControlPlane, where: str) -> dict[str, dict]:
     return {p["metadata"]["uid"]: p for p in items}
 
 
+def in_place_spec(path: Path, where: str, image: str, claim: str) -> Path:
+    spec = real_node_spec(path, where, image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=3, stepsPerEpoch=150)
+    document["spec"]["checkpoint"] = {"claimName": claim}
+    document["spec"]["restart"] = "inPlace"
+    document["spec"]["backoffLimit"] = 1
+    spec.write_text(yaml.safe_dump(document))
+    return spec
+
+
+def resumed_steps(logs_out: str, logs: object) -> list[int]:
+    """The step each worker resumed from, once each."""
+    steps = []
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)  # type: ignore[arg-type]
+        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
+        assert len(resumed) == 1 and resumed[0] is not None, logs_out
+        steps.append(int(resumed[0]["step"]))
+    return steps
+
+
 @pytest.mark.timeout(1200)
 def test_a_killed_program_restarts_the_group_in_the_same_pods_from_one_checkpoint(
     real_node: ControlPlane,
@@ -51,13 +76,7 @@ def test_a_killed_program_restarts_the_group_in_the_same_pods_from_one_checkpoin
     shared_claim: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
-    document = yaml.safe_load(spec.read_text())
-    document["spec"]["trainer"].update(epochs=3, stepsPerEpoch=150)
-    document["spec"]["checkpoint"] = {"claimName": shared_claim}
-    document["spec"]["restart"] = "inPlace"
-    document["spec"]["backoffLimit"] = 1
-    spec.write_text(yaml.safe_dump(document))
+    spec = in_place_spec(tmp_path / "mnist.yaml", namespace, trainer_image, shared_claim)
     assert real_node.tflaunch("submit", str(spec)).code == 0
     eventually(
         lambda: backup_saved(namespace), timeout=600, interval=1,
@@ -81,11 +100,39 @@ def test_a_killed_program_restarts_the_group_in_the_same_pods_from_one_checkpoin
         (container,) = pod["status"]["containerStatuses"]
         assert container["restartCount"] == 0, container
     logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
-    steps = []
     for worker in (0, 1):
         lines = worker_lines(logs, worker)
         assert any("restarting in place at generation 1" in line for line in lines), logs.out
-        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
-        assert len(resumed) == 1 and resumed[0] is not None, logs.out
-        steps.append(int(resumed[0]["step"]))
+    steps = resumed_steps(logs.out, logs)
     assert steps[0] == steps[1] and steps[0] >= 150, steps  # one checkpoint, never from scratch
+
+
+@pytest.mark.timeout(1200)
+def test_a_killed_container_is_replaced_and_its_new_wrapper_joins_the_next_generation(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,  # noqa: F811
+    shared_claim: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    spec = in_place_spec(tmp_path / "mnist.yaml", namespace, trainer_image, shared_claim)
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+
+    kill_worker_1_after_the_first_backup(real_node, namespace)
+    chief_before = {
+        uid for uid, p in pods(real_node, namespace).items()
+        if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "0"
+    }  # fmt: skip
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+    assert wait.code == 0, wait
+    after = pods(real_node, namespace)
+    chief_after = {
+        uid for uid, p in after.items()
+        if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "0"
+    }  # fmt: skip
+    assert chief_after == chief_before, "the chief's pod was replaced too"
+    assert len(after) == 3, "worker 1's pod was not replaced once"
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    steps = resumed_steps(logs.out, logs)
+    assert steps[0] == steps[1] and steps[0] >= 150, steps
