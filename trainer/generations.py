@@ -36,6 +36,10 @@ POLL_SECONDS = 0.5
 EXCHANGE_TIMEOUT_SECONDS = 1.0
 """Connect and answer, per peer: a peer slower than this is asked again at the next poll."""
 MAX_LINE = 4096
+SETTLE_SECONDS = 0.5
+"""How long a program may go on after a peer's program exited with an error, before it is
+stopped: an error in the program itself (a NameError) comes within moments on every worker,
+and only a worker whose program failed by itself counts for `Group.repeated`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Report:
     failed: str = ""
     """Why its program of the previous generation failed by itself ("" when it was stopped
     because the group moved on)."""
+    exited: bool = False
+    """That program exited with an error code (an exception), not on a signal."""
     ended: int | None = None
     """The wrapper's exit code once it is leaving (its pod ends)."""
     members: tuple[str, ...] = ()
@@ -70,6 +76,7 @@ class Report:
                 generation=int(fields["generation"]),
                 running=bool(fields["running"]),
                 failed=str(fields["failed"]),
+                exited=bool(fields["exited"]),
                 ended=None if fields["ended"] is None else int(fields["ended"]),
                 members=tuple(str(m) for m in fields["members"]),
             )
@@ -178,7 +185,9 @@ class Group:
                 highest = max((r.generation for r in fresh.values()), default=generation)
                 if highest > self._me.generation:
                     log.info("a peer is at generation %d: going there", highest)
-                    self._me = dataclasses.replace(self._me, generation=highest, failed="")
+                    self._me = dataclasses.replace(
+                        self._me, generation=highest, failed="", exited=False
+                    )
                     self._wake.set()
                 current = self._me.generation
                 behind = [i for i in self._peers if not self._here(fresh.get(i), current)]
@@ -214,16 +223,30 @@ class Group:
             self._check_moved_on()
         self._wake.set()
 
-    def leave(self, failed: str) -> int:
-        """The program stopped or failed (`failed`: its error line); the next generation."""
+    def leave(self, failed: str, exited: bool = False) -> int:
+        """The program stopped or failed (`failed`: its error line; `exited`: with an error
+        code); the next generation."""
         with self._news:
             highest = max((r.generation for r, _ in self._heard.values()), default=0)
             following = max(self._me.generation + 1, highest)
             self._me = dataclasses.replace(
-                self._me, generation=following, running=False, failed=failed, members=()
+                self._me,
+                generation=following,
+                running=False,
+                failed=failed,
+                exited=exited,
+                members=(),
             )
         self._wake.set()
         return following
+
+    def settle_seconds(self) -> float:
+        """How long the running program may still end by itself once the group moved on:
+        SETTLE_SECONDS after a peer's program exited with an error, else 0."""
+        with self._news:
+            current = self._me.generation
+            erred = any(r.exited and r.generation > current for r, _ in self._heard.values())
+        return SETTLE_SECONDS if erred else 0.0
 
     def repeated(self) -> str:
         """At a barrier just passed: the error line when every worker's program failed by

@@ -362,7 +362,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Event,
               checkpoint_dir: str | None, stall_timeout: float,
-              moved_on: threading.Event | None = None) -> int | None:  # fmt: skip
+              group: generations.Group | None = None) -> int | None:  # fmt: skip
     """Wait for the program (`_on_signal` passes signals on); stop it when the watchdog
     fires, or when the group moves on without it (then None)."""
     forwarded = program.forwarded
@@ -377,7 +377,9 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
             break
         except subprocess.TimeoutExpired:
             pass
-        if moved_on is not None and moved_on.is_set():
+        if group is not None and group.moved_on.is_set():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                program.process.wait(timeout=group.settle_seconds())
             if program.process.poll() is not None:
                 break  # it ended by itself first: its own exit is what counts
             watchdog.disarm()
@@ -467,7 +469,7 @@ def run_in_place(
     barrier (`trainer.generations`), until it ends in a way that ends the worker or the
     budget (--restart-in-place) is spent."""
     group = generations.Group(cluster, first_generation(env))
-    generation = group.me.generation
+    generation = first = group.me.generation
     code = contract.EXIT_TRANSIENT
     try:
         while True:
@@ -483,11 +485,15 @@ def run_in_place(
                 log.error("every worker failed with %r: not restarted in place", repeated)
                 termination_message(repeated)
                 return code
-            final, failed = run_generation(args, cluster, env, group, generation)
+            final, failed, exited = run_generation(args, cluster, env, group, generation)
             if final is not None:
                 code = final
+                if generation > first:
+                    log.info(
+                        "restarts in place: %d (generation %d)", generation - first, generation
+                    )
                 return code
-            generation = group.leave(failed)
+            generation = group.leave(failed, exited)
             if generation > args.restart_in_place:
                 log.error(
                     "the group failed %d times, the budget of restarts in place "
@@ -505,11 +511,13 @@ def run_in_place(
 def run_generation(
     args: argparse.Namespace, cluster: preflight.WorkerGroup, env: MutableMapping[str, str],
     group: generations.Group, generation: int,
-) -> tuple[int | None, str]:  # fmt: skip
-    """One generation's program: (the worker's exit code, "") when the worker ends, else
-    (None, the program's error line; "" when it was stopped because the group moved on)."""
+) -> tuple[int | None, str, bool]:  # fmt: skip
+    """One generation's program: (the worker's exit code, "", False) when the worker ends,
+    else (None, the program's error line, whether it exited with an error code rather than
+    on a signal); the line is "" when the program was stopped because the group moved on."""
     child_env = program_env(env, cluster, args)
     child_env[contract.ENV_RESTARTS] = str(generation)
+    termination_message("")  # the previous generation's failure is not this one's end
     log.info("starting %s", " ".join(args.command))
     stalled = threading.Event()
     watchdog = Watchdog(exit_fn=lambda code: stalled.set())
@@ -517,7 +525,7 @@ def run_generation(
         group.begin(generation)
         program = start(args.command, child_env, watchdog)
         mapped = supervise(
-            program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout, group.moved_on
+            program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout, group
         )
     finally:
         watchdog.stop()
@@ -525,12 +533,13 @@ def run_generation(
         # one that reached the program as it ended is not lost.
         _running.clear()
     if mapped is None:
-        return None, ""
+        return None, "", False
     if program.forwarded or mapped != contract.EXIT_TRANSIENT:
-        return mapped, ""  # done, told to stop, or an exit no restart can fix
+        return mapped, "", False  # done, told to stop, or an exit no restart can fix
     if stalled.is_set():
-        return None, f"no output and no checkpoint written for {args.stall_timeout:g}s"
-    return None, failure_message(program, program.process.returncode)
+        return None, f"no output and no checkpoint written for {args.stall_timeout:g}s", False
+    code = program.process.returncode
+    return None, failure_message(program, code), code > 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
