@@ -32,7 +32,10 @@ from trainer.errors import RendezvousTimeout, TransientError
 log = logging.getLogger("tflaunch.worker")
 
 POLL_SECONDS = 0.5
-"""How often a wrapper asks every peer for its report, whatever it is doing."""
+"""How often a wrapper at the barrier asks every peer for its report."""
+RUNNING_POLL_SECONDS = 2.0
+"""How often while its program runs: news (a failure, a new wrapper) is pushed at once, so
+this only makes up for a push that was lost (N workers make N x (N - 1) exchanges a poll)."""
 EXCHANGE_TIMEOUT_SECONDS = 1.0
 """Connect and answer, per peer: a peer slower than this is asked again at the next poll."""
 MAX_LINE = 4096
@@ -266,10 +269,18 @@ class Group:
         """The wrapper leaves with `code`: every peer is told once, then the port closes."""
         self._set(running=False, ended=code)
         self._stop.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join(timeout=5.0)
-        for worker in self._peers:
-            self._exchange(worker)
+        # All at once: a peer whose pod is gone costs a connect timeout, not one per peer.
+        farewells = [
+            threading.Thread(target=self._exchange, args=(worker,), daemon=True)
+            for worker in self._peers
+        ]
+        for thread in farewells:
+            thread.start()
+        for thread in farewells:
+            thread.join(timeout=EXCHANGE_TIMEOUT_SECONDS * 2)
         self._socket.close()
 
     # --- the threads ---------------------------------------------------------------------
@@ -320,9 +331,11 @@ class Group:
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(POLL_SECONDS)
+            self._wake.wait(RUNNING_POLL_SECONDS if self.me.running else POLL_SECONDS)
             self._wake.clear()
             for worker in self._peers:
+                if self._stop.is_set():
+                    return
                 self._exchange(worker)
 
     def _exchange(self, worker: int) -> None:
