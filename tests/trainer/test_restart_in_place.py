@@ -169,6 +169,21 @@ def test_a_config_error_ends_the_worker_without_a_restart(
     assert group.generations(0) == [0]
 
 
+def test_a_known_failure_of_the_program_ends_the_worker_as_a_config_error(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    """`trainer.known_errors`: it would fail so again after any restart."""
+    late_strategy = (
+        "print('RuntimeError: Collective ops must be configured at program startup', "
+        "file=sys.stderr); sys.exit(1)"
+    )
+    group = Group(tmp_path, ["time.sleep(120)", late_strategy])
+    groups.append(group)
+    code, err = group.finish(1)
+    assert code == contract.EXIT_CONFIG_ERROR, err
+    assert group.generations(1) == [0]
+
+
 def test_the_same_error_on_every_worker_is_not_restarted_in_place(
     tmp_path: Path, groups: list[Group]
 ) -> None:
