@@ -150,6 +150,9 @@ REJECTED = "Rejected"
 ORPHANED_PODS = "OrphanedPods"
 """Waiting: pods of an earlier group run without their Job (a new group would double them)."""
 PODS_NOT_CREATED = "PodsNotCreated"
+WORKERS_CANNOT_START = "WorkersCannotStart"
+"""Waiting: a worker's container waits on what will not come (an absent image, a missing
+Secret): `launcher.core.never_starts`, the words `tflaunch wait` ends with (exit 5)."""
 """Waiting: the Job controller cannot create worker pods (a ResourceQuota, a webhook)."""
 RETRYABLE_FAILURES: frozenset[str] = frozenset({INVALID_SPEC, NAME_CONFLICT, REJECTED})
 """Failed for these reasons is not final: nothing ran yet, and the operator tries again

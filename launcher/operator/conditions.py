@@ -17,6 +17,7 @@ from launcher.api.status import ORPHANED_PODS as ORPHANED_PODS
 from launcher.api.status import PODS_NOT_CREATED as PODS_NOT_CREATED
 from launcher.api.status import REJECTED as REJECTED
 from launcher.api.status import RETRYABLE_FAILURES as RETRYABLE_FAILURES
+from launcher.api.status import WORKERS_CANNOT_START as WORKERS_CANNOT_START
 from launcher.api.status import Condition, Phase, Status
 from launcher.core.group_status import with_workers as with_workers
 from launcher.core.timestamps import format_time

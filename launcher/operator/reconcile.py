@@ -29,11 +29,11 @@ Why the rules are what they are:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from launcher.api.status import describe_preemptions
-from launcher.core import group_status, labels, load, reading, script_lint
+from launcher.core import group_status, labels, load, never_starts, reading, script_lint
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
@@ -45,6 +45,7 @@ from launcher.operator.conditions import (
     ORPHANED_PODS,
     PODS_NOT_CREATED,
     REJECTED,
+    WORKERS_CANNOT_START,
     finished,
     with_phase,
     with_workers,
@@ -408,9 +409,13 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
         message += "; " + "; ".join(
             f"Job {job} cannot create its pods: {why}" for job, why in causes.items()
         )
+    stuck = never_starting(g.pods)
+    if phase == "Created" and stuck and reason != PODS_NOT_CREATED:
+        reason = WORKERS_CANNOT_START
+        message += "; " + "; ".join(stuck)
     events: list[Event] = []
-    if reason == PODS_NOT_CREATED and g.old.reason != PODS_NOT_CREATED:
-        events.append(Event("Warning", PODS_NOT_CREATED, message))
+    if reason in (PODS_NOT_CREATED, WORKERS_CANNOT_START) and g.old.reason != reason:
+        events.append(Event("Warning", reason, message))
     if spec_change_pending and g.job.spec.suspend:
         message = f"{message}; the edited spec is applied once the Jobs are suspended"
     elif spec_change_pending:
@@ -433,8 +438,25 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
         patch_jobs=patches,
         events=tuple(events),
         # pods that cannot be created change no Job: look again for the reason, or its end
-        requeue_after=STALL_POLL_SECONDS if short and not suspended else None,
+        requeue_after=STALL_POLL_SECONDS if (short or stuck) and not suspended else None,
     )
+
+
+def never_starting(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The workers whose trainer container waits on what will not come, in `wait`'s words
+    (`never_starts.sentence`); the operator says it at once and keeps waiting (the image may
+    be pushed, the Secret created), where `wait` gives up after `never_starts.GRACE_SECONDS`."""
+    found = []
+    for pod in pods:
+        waiting = ((reading.trainer_container(pod) or {}).get("state") or {}).get("waiting")
+        index = reading.pod_index(pod)
+        if not waiting or index is None or reading.terminating(pod):
+            continue
+        message = str(waiting.get("message") or "")
+        end = never_starts.dead_end(str(waiting.get("reason") or ""), message)
+        if end is not None:
+            found.append((index, never_starts.sentence(index, end, message)))
+    return [text for _, text in sorted(found)]
 
 
 def _suspend_patches(g: Group) -> tuple[tuple[str, K8sObject], ...]:

@@ -65,3 +65,35 @@ def test_pods_the_job_controller_cannot_create_are_reported_with_its_reason() ->
     assert plan.requeue_after == STALL_POLL_SECONDS
     unknown = decide(dataclasses.replace(observed, blocked={"mnist-worker": ""}))
     assert unknown.requeue_after == STALL_POLL_SECONDS  # no reason yet: look again
+
+
+def test_a_worker_that_will_never_start_is_said_in_waits_words_and_the_group_keeps_waiting():
+    """`tflaunch wait` ends with exit 5 on an absent image; the operator's status said only
+    "waiting for the workers: 0/2 ready" (issue 40). It says why at once, with an event,
+    and keeps waiting: the image may be loaded, the Secret created."""
+    cluster = Cluster(resource())
+    cluster.settle()
+    cluster.start_workers()  # their pods exist, and then wait on the image
+    message = 'Container image "tflaunch-trainer:nosuch" is not present with pull policy of Never'
+    for pod in cluster.pods.values():
+        pod["status"] = {"phase": "Pending", "containerStatuses": [{"name": "trainer", "state": {
+            "waiting": {"reason": "ErrImageNeverPull", "message": message}}}]}  # fmt: skip
+    for job in cluster.jobs.values():
+        job["status"] = {"active": 2, "ready": 0}
+    plan = cluster.reconcile()
+    assert cluster.status.phase == "Created" and cluster.status.reason == "WorkersCannotStart"
+    assert cluster.status.message.endswith(
+        f'; worker 0 will never start: image "tflaunch-trainer:nosuch" (ErrImageNeverPull: '
+        f"{message}); it is not on the node and spec.imagePullPolicy is Never: load the image "
+        "into every node (kind load, ctr images import) or push it to a registry and set "
+        "spec.imagePullPolicy: IfNotPresent; worker 1 will never start: " + "image"
+        f' "tflaunch-trainer:nosuch" (ErrImageNeverPull: {message}); it is not on the node '
+        "and spec.imagePullPolicy is Never: load the image into every node (kind load, ctr "
+        "images import) or push it to a registry and set spec.imagePullPolicy: IfNotPresent"
+    ), cluster.status.message
+    assert [e.reason for e in plan.events] == ["WorkersCannotStart"]
+    assert plan.requeue_after == STALL_POLL_SECONDS and plan.delete_jobs == ()
+    assert cluster.reconcile().events == ()  # said once
+    cluster.start_workers()  # loaded at last
+    cluster.settle()
+    assert cluster.status.phase == "Running"
