@@ -112,6 +112,13 @@ class Status:
         "resumed at the saved step; not counted in restarts.",
         0,
     )
+    last_failure: str = _field(
+        "lastFailure",
+        "The worker, the kubelet's reason and the chief's step of the failure the group last "
+        "restarted after, e.g. `1 OOMKilled at step 240`: the same worker OOM-killed again "
+        "within an epoch of that step stops the job.",
+        "",
+    )
     last_preemption_time: str | None = _field(
         "lastPreemptionTime", "When the last counted preemption's first worker exited.", None
     )

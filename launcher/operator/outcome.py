@@ -10,6 +10,7 @@ cannot create the workers in time, `fail()`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,6 +54,8 @@ def outcome(g: Group) -> Plan | None:
         return fail(
             g, "ProgramsDiverged", f"{diverged.describe()}; not retried: a restart would repeat it"
         )
+    if failures and (again := _killed_for_memory_again(g, ends)):
+        return fail(g, "OOMKilledAgain", again)
     if failures:
         what = _what_failed(ends, exits, failures)
         # A failed Job is never "done": an exit 0 of a failed pod counts as a stop.
@@ -113,7 +116,13 @@ def _restart(g: Group, what: str) -> Plan:
         f"(restart {restarts} of {limit})"
     )
     status = with_phase(g.status, "Restarting", "WorkerFailed", message, g.now)
-    status = dataclasses.replace(with_workers(status, 0, g.workers), restarts=restarts)
+    culprit = worker_end.culprit(worker_end.ends_of(g.pods))
+    last = f"{culprit.index} {culprit.reason}" if culprit and culprit.reason else ""
+    if last and (step := _global_step(g)) is not None:
+        last += f" at step {step}"
+    status = dataclasses.replace(
+        with_workers(status, 0, g.workers), restarts=restarts, last_failure=last
+    )
     return Plan(
         status=status,
         delete_jobs=tuple(name_of(j) for j in g.live),
@@ -132,6 +141,41 @@ def _what_failed(
     if any(end.failed for end in ends):
         return worker_end.account(ends)
     return exits[0].describe() if exits else _job_message(failures)
+
+
+def _killed_for_memory_again(g: Group, ends: Sequence[worker_end.WorkerEnd]) -> str | None:
+    """Why not to restart: the group's culprit is the worker OOM-killed last time, again
+    within an epoch of the step it was killed at. Its memory limit and its batch are what
+    they were, so it would be killed at the same point again: each restart costs the time
+    back to the checkpoint, and then the same."""
+    culprit = worker_end.culprit(ends)
+    last = LAST_FAILURE.fullmatch(g.status.last_failure)
+    if culprit is None or culprit.reason != "OOMKilled" or last is None:
+        return None
+    if (int(last.group("worker")), last.group("reason")) != (culprit.index, "OOMKilled"):
+        return None
+    step, before = _global_step(g), last.group("step")
+    steps = g.status.progress.steps if g.status.progress else 0
+    if step is not None and before is not None and step > int(before) + steps:
+        return None  # it got well past that point: not the same kill
+    where = f" at step {step}" if step is not None else ""
+    return (
+        f"{worker_end.account(ends)}; OOM-killed again{where}, as before"
+        f"{f' at step {before}' if before else ''}: not retried, it would be killed at the "
+        "same point again"
+    )
+
+
+LAST_FAILURE = re.compile(r"(?P<worker>\d+) (?P<reason>\w+)(?: at step (?P<step>\d+))?")
+"""`Status.last_failure`, as `_restart` writes it."""
+
+
+def _global_step(g: Group) -> int | None:
+    """The chief's last reported step, counted over all epochs."""
+    progress = g.status.progress
+    if progress is None:
+        return None
+    return (progress.epoch - 1) * progress.steps + progress.step
 
 
 def _job_message(failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:

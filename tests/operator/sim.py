@@ -148,11 +148,16 @@ class Cluster:
             job["status"] = {"active": _count(job), "ready": _count(job)}
 
     def fail_worker(
-        self, index: int, exit_code: int = 1, message: str = "", finished_at: str | None = None
+        self,
+        index: int,
+        exit_code: int = 1,
+        message: str = "",
+        finished_at: str | None = None,
+        reason: str = "Error",
     ) -> None:
         """Worker `index` exits; its Job (backoffLimit 0) fails, as Kubernetes would."""
         pod = next(p for p in self.pods.values() if _index(p) == index)
-        ended = {"exitCode": exit_code, "reason": "Error", "message": message}
+        ended = {"exitCode": exit_code, "reason": reason, "message": message}
         if finished_at is not None:
             ended["finishedAt"] = finished_at
         pod["status"] = {

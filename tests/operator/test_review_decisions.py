@@ -97,3 +97,37 @@ def test_a_worker_that_will_never_start_is_said_in_waits_words_and_the_group_kee
     cluster.start_workers()  # loaded at last
     cluster.settle()
     assert cluster.status.phase == "Running"
+
+
+def _oom_killed(cluster: Cluster, worker: int) -> None:
+    cluster.fail_worker(worker, 137, reason="OOMKilled")
+    cluster.settle()
+
+
+def test_the_same_worker_oom_killed_twice_in_a_row_stops_the_job_with_the_advice() -> None:
+    """The same limit and batch kill it at the same point again: restarting until the
+    budget is spent only costs the time back to the checkpoint each time (issue 40)."""
+    cluster = _running()
+    _oom_killed(cluster, 1)
+    assert cluster.status.restarts == 1 and cluster.status.last_failure == "1 OOMKilled"
+    cluster.start_workers()
+    cluster.settle()
+    _oom_killed(cluster, 1)
+    assert (cluster.status.phase, cluster.status.reason) == ("Failed", "OOMKilledAgain")
+    assert cluster.status.message.startswith("worker 1 was OOMKilled (exit 137)")
+    assert "raise spec.resources.limits.memory or lower spec.trainer.globalBatchSize" in (
+        cluster.status.message
+    )
+    assert cluster.status.message.endswith(
+        "; OOM-killed again, as before: not retried, it would be killed at the same point again"
+    )
+    assert cluster.status.restarts == 1
+
+
+def test_an_oom_kill_of_another_worker_restarts_the_group_as_usual() -> None:
+    cluster = _running()
+    _oom_killed(cluster, 1)
+    cluster.start_workers()
+    cluster.settle()
+    _oom_killed(cluster, 0)
+    assert cluster.status.restarts == 2 and cluster.status.last_failure == "0 OOMKilled"
