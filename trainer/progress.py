@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 import tf_keras as keras
 
-from launcher.core import progress
+from launcher.core import contract, progress
 
 DEFAULT_EVERY_SECONDS = 2.0
 
@@ -48,6 +48,12 @@ def is_chief(env: Mapping[str, str] | None = None) -> bool:
         return True
     first_worker = task.get("type") == "worker" and str(task.get("index")) == "0"
     return first_worker and "chief" not in (config.get("cluster") or {})
+
+
+def _generation() -> int | None:
+    """The group restarts behind this program ($TFLAUNCH_RESTARTS), when it says."""
+    raw = os.environ.get(contract.ENV_RESTARTS, "")
+    return int(raw) if raw.isdigit() else None
 
 
 class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
@@ -141,6 +147,7 @@ class ProgressCallback(keras.callbacks.Callback):  # type: ignore[misc]
                 eta_seconds=progress.eta_seconds(
                     done, epochs * self._steps, rate_steps, rate_seconds
                 ),
+                generation=_generation(),
             )
         )
         print(line, file=self._stream or sys.stdout, flush=True)

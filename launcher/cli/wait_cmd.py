@@ -318,7 +318,10 @@ def wait_for_job(
             if summary.state == "Running" and elapsed - read_at >= job_progress.REFRESH_SECONDS:
                 training = job_progress.latest(cluster, summary) or training
                 read_at = elapsed
-            line = status.progress_line(summary, elapsed, training.short() if training else None)
+            line = status.progress_line(
+                summary, elapsed, training.short() if training else None,
+                training.progress.generation if training else None,
+            )  # fmt: skip
             progress.show(line, line.rpartition(", ")[0])
             if summary.state == "Succeeded":
                 preempted_text = summary.preemptions.words()

@@ -324,9 +324,13 @@ NAMED_RESTARTS = 3
 """Up to this many restarted workers are named in `wait`'s line; more are counted."""
 
 
-def progress_line(status: JobStatus, elapsed: float, training: str | None = None) -> str:
+def progress_line(
+    status: JobStatus, elapsed: float, training: str | None = None, generation: int | None = None
+) -> str:
     """The live one-liner of `tflaunch wait`; `training` says where training stands (the
-    chief's progress). Its length does not grow with the number of workers."""
+    chief's progress), `generation` the group restarts its program counted (restarts in
+    place replace no pod, so only the program knows). Its length does not grow with the
+    number of workers."""
     parts = [
         f"{status.name}: {status.state.lower()}",
         f"{status.running}/{status.expected} workers running",
@@ -339,7 +343,9 @@ def progress_line(status: JobStatus, elapsed: float, training: str | None = None
     if status.preemptions.count:
         parts.append(status.preemptions.short())
     restarted = [w for w in status.workers if w.restarts]
-    if len(restarted) > NAMED_RESTARTS:
+    if generation and generation > status.restarts:
+        parts.append(f"restarts in place: {generation}")
+    elif len(restarted) > NAMED_RESTARTS:
         parts.append(f"restarts: {len(restarted)} workers, {status.restarts} in all")
     elif restarted:
         parts.append(f"restarts: {', '.join(f'worker {w.index} x{w.restarts}' for w in restarted)}")

@@ -41,6 +41,10 @@ class Progress:
     """Global throughput (all workers), when the global batch size is known."""
     eta_seconds: float | None = None
     """Time left for training (not evaluation or export), from the measured step rate."""
+    generation: int | None = None
+    """The group restarts behind the chief's program when it printed this
+    ($TFLAUNCH_RESTARTS): with `spec.restart: inPlace` the pods stay, so only the program
+    knows how often the group started again."""
 
     @property
     def epoch_done(self) -> bool:
@@ -87,6 +91,8 @@ def format_line(progress: Progress) -> str:
         "images_per_sec": _rounded(progress.images_per_sec, 1),
         "eta_seconds": _rounded(progress.eta_seconds, 1),
     }
+    if progress.generation:
+        document["generation"] = int(progress.generation)
     return PROGRESS_LINE_PREFIX + json.dumps(document)
 
 
@@ -126,6 +132,7 @@ def from_document(document: Any) -> Progress | None:
         loss=_number(document.get("loss")),
         images_per_sec=_number(document.get("images_per_sec")),
         eta_seconds=_number(document.get("eta_seconds")),
+        generation=_count(document.get("generation")),
     )
 
 

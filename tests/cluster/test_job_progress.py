@@ -79,6 +79,18 @@ def test_waits_line_names_the_training_and_stays_short_for_64_restarted_workers(
     assert "restarts: worker 0 x1, worker 1 x1, " in status.progress_line(few, 1)
 
 
+def test_waits_line_counts_the_restarts_in_place_the_chiefs_program_reports() -> None:
+    """In place, no pod is replaced: only the program knows its generation ($TFLAUNCH_RESTARTS),
+    which the chief's progress line carries."""
+    line = progress.format_line(progress.Progress(2, 5, 120, 469, generation=2))
+    seen = progress.parse_line(line)
+    assert seen is not None and seen.generation == 2
+    summary = status.summarize("mnist", "default", [job_objects()[-1]], [])
+    assert "restarts in place: 2, " in status.progress_line(summary, 5, "epoch 2/5", 2)
+    assert "no restarts" in status.progress_line(summary, 5, "epoch 2/5", 0)
+    assert "generation" not in progress.format_line(progress.Progress(1, 5, 1, 469))
+
+
 def test_wait_shows_the_chiefs_progress_from_its_log(
     tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
 ) -> None:

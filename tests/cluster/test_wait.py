@@ -22,19 +22,34 @@ UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 
 
 @pytest.fixture
-def later() -> Iterator[Later]:
-    """Run a change in the cluster after a delay, while `wait` watches."""
-    timers: list[threading.Timer] = []
+def later(fake: FakeKubernetes) -> Iterator[Later]:
+    """Run a change in the cluster `delay` seconds after `wait` started watching. Counted
+    from the first watch request, not from when the test scheduled it: on a loaded machine
+    the command's start (importing the client) can take longer than the delay, and the
+    change then came before `wait` had seen the state before it."""
+    threads: list[threading.Thread] = []
+    cancelled = threading.Event()
+
+    def watching() -> bool:
+        with fake.lock:
+            return any(r.query.get("watch") == "true" for r in fake.requests)
+
+    def run(delay: float, change: Callable[[], Any]) -> None:
+        deadline = time.monotonic() + 60
+        while not watching() and time.monotonic() < deadline and not cancelled.is_set():
+            time.sleep(0.01)
+        if not cancelled.wait(delay):
+            change()
 
     def schedule(delay: float, change: Callable[[], Any]) -> None:
-        timer = threading.Timer(delay, change)
-        timer.start()
-        timers.append(timer)
+        thread = threading.Thread(target=run, args=(delay, change), daemon=True)
+        thread.start()
+        threads.append(thread)
 
     yield schedule
-    for timer in timers:
-        timer.cancel()
-        timer.join()
+    cancelled.set()
+    for thread in threads:
+        thread.join()
 
 
 @pytest.fixture
