@@ -28,6 +28,8 @@ _NOT_THERE = re.compile(
 )
 _IMAGE = re.compile(r'image "([^"]+)"', re.IGNORECASE)
 _REFERENCE = re.compile(r'(secret|configmap) "([^"]+)" not found', re.IGNORECASE)
+_CLAIM = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGNORECASE)
+"""The scheduler's word for a pod whose volume claim does not exist: no node will ever do."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +65,13 @@ def dead_end(reason: str | None, message: str | None, image: str | None = None) 
             shown,
             "the registry has no such image or refused it: check the tag in spec.image "
             "(make push REGISTRY=...), and for a private registry spec.imagePullSecrets",
+        )
+    if reason == "Unschedulable" and (claim := _CLAIM.search(text)):
+        return DeadEnd(
+            reason,
+            f'PersistentVolumeClaim "{claim.group(1)}"',
+            "it does not exist in the job's namespace: create it, or correct "
+            "spec.checkpoint.claimName (or the claim in spec.volumes)",
         )
     if reason == "CreateContainerConfigError":
         found = _REFERENCE.search(text)

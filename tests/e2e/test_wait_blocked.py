@@ -57,3 +57,21 @@ def test_wait_does_not_warn_about_a_suspended_job(
     )
     assert run.code == 4, run
     assert "warning:" not in run.err, run
+
+
+def test_a_checkpoint_claim_that_does_not_exist_ends_the_wait_with_5_naming_it(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The real scheduler leaves such a pod Pending for ever ("persistentvolumeclaim ... not
+    found"), and `wait` gave capacity advice: no node will ever fit it, so it is a dead end."""
+    cp = control_plane
+    spec = write_spec(
+        tmp_path / "job.yaml", "noclaim", namespace, hooks=pod_hooks(run_for="forever"),
+        checkpoint={"claimName": "nosuch"},
+    )  # fmt: skip
+    run = cp.tflaunch("submit", str(spec), "--wait", "--timeout", "240", timeout=300)
+    assert run.code == 5, run
+    last = run.err.strip().splitlines()[-1]
+    assert 'will never start: PersistentVolumeClaim "nosuch" (Unschedulable' in last, run
+    assert "correct spec.checkpoint.claimName" in last, run
+    assert "Insufficient" not in run.err and "add nodes" not in run.err, run
