@@ -1,0 +1,219 @@
+"""spec.gang: kueue with Kueue itself running: its manager (v0.19.2, built from the pinned
+module by hack/kueue.sh and cached) runs on this host against the session's control plane,
+its webhooks and controllers real. Each test gets a ClusterQueue of its own with a GPU quota
+smaller than the kwok nodes' 8 GPUs, so that Kueue, not the scheduler, decides: a job that
+fits is admitted whole and its pods start; one that does not fit stays suspended with no pod
+at all, and `tflaunch status`/`wait` say why in Kueue's words; freeing quota admits it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, stop_process, write_spec
+
+pytestmark = pytest.mark.e2e
+
+KUEUE_SH = ROOT / "hack" / "kueue.sh"
+QUOTA_GPUS = 4
+WAITING = "waiting for Kueue admission in queue team"
+
+
+def _kueue_sh(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(KUEUE_SH), *args], capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def kueue(control_plane: ControlPlane) -> Iterator[None]:
+    """Kueue's manager running against the control plane for this module (hack/kueue.sh up),
+    stopped at its end, webhooks removed first. Without the cached manager the tests skip
+    (fail with TFLAUNCH_REQUIRE_IMAGES=1, as CI builds it)."""
+    binary = Path(_kueue_sh("bin").stdout.strip())
+    if not binary.is_file():
+        reason = f"Kueue's manager is not built ({binary}): run hack/kueue.sh build"
+        if os.environ.get("TFLAUNCH_REQUIRE_IMAGES") == "1":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    kubeconfig = str(control_plane.kubeconfig)
+    already = Path(f"{control_plane.kubeconfig.resolve()}.kueue").exists()  # a reused cluster's
+    if not already:
+        started = _kueue_sh("up", kubeconfig)
+        assert started.returncode == 0, started.stderr
+    try:
+        yield
+    finally:
+        if not already:
+            stopped = _kueue_sh("down", kubeconfig)
+            assert stopped.returncode == 0, stopped.stderr
+
+
+@pytest.fixture
+def queue(control_plane: ControlPlane, kueue: None, namespace: str) -> str:
+    """LocalQueue `team` in the test's namespace, on a ClusterQueue of its own (so no other
+    test's job uses its quota): 16 CPUs, 64Gi, `QUOTA_GPUS` GPUs."""
+    quota = [
+        {"name": "cpu", "nominalQuota": "16"},
+        {"name": "memory", "nominalQuota": "64Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": str(QUOTA_GPUS)},
+    ]
+    control_plane.apply(
+        [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": namespace},
+                "spec": {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": namespace}
+                    },
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [{"name": "tflaunch", "resources": quota}],
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "team", "namespace": namespace},
+                "spec": {"clusterQueue": namespace},
+            },
+        ]
+    )
+    eventually(
+        lambda: control_plane.kubectl(
+            "wait", "--for=condition=Active", f"clusterqueue/{namespace}", "--timeout=5s",
+            check=False,
+        ).code == 0,
+        what=f"ClusterQueue {namespace} active",
+    )  # fmt: skip
+    return "team"
+
+
+def _submit(
+    cp: ControlPlane, tmp_path: Path, name: str, namespace: str, workers: int, gpus: int, run: str
+) -> None:
+    spec = write_spec(
+        tmp_path / f"{name}.yaml", name, namespace, workers=workers, gpusPerWorker=gpus,
+        gang="kueue", queueName="team", trainer={"globalBatchSize": workers * gpus * 8},
+        hooks=pod_hooks(run_for=run),
+    )  # fmt: skip
+    submitted = cp.tflaunch("submit", str(spec))
+    assert submitted.code == 0, submitted
+
+
+def _workload(cp: ControlPlane, name: str, namespace: str) -> dict[str, Any] | None:
+    """The Workload Kueue made for job `name`'s Job, or None yet."""
+    uid = cp.get("job", f"{name}-worker", "-n", namespace)["metadata"]["uid"]
+    found = cp.get("workloads", "-n", namespace, "-l", f"kueue.x-k8s.io/job-uid={uid}")
+    return found["items"][0] if found["items"] else None
+
+
+def _condition(workload: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    conditions = ((workload or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+def _admitted(cp: ControlPlane, name: str, namespace: str) -> bool:
+    admitted = _condition(_workload(cp, name, namespace), "Admitted")
+    return admitted is not None and admitted["status"] == "True"
+
+
+def _held_back(cp: ControlPlane, name: str, namespace: str) -> str | None:
+    """Kueue's message once it has found no room for job `name` (QuotaReserved False)."""
+    reserved = _condition(_workload(cp, name, namespace), "QuotaReserved")
+    if reserved is None or reserved["status"] != "False" or not reserved.get("message"):
+        return None
+    return str(reserved["message"])
+
+
+def _pods(cp: ControlPlane, name: str, namespace: str) -> list[dict[str, Any]]:
+    return list(cp.get("pods", "-n", namespace, "-l", f"tflaunch.dev/job-name={name}")["items"])
+
+
+def _status_condition(cp: ControlPlane, name: str, namespace: str) -> str:
+    shown = cp.tflaunch("status", name, "-n", namespace)
+    assert shown.code == 0, shown
+    return next(line for line in shown.out.splitlines() if line.startswith("condition: "))
+
+
+def test_a_job_that_fits_the_queue_is_admitted_whole_and_its_pods_start_on_gpu_nodes(
+    control_plane: ControlPlane, queue: str, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    _submit(cp, tmp_path, "fits", namespace, workers=2, gpus=2, run="600s")  # 4 of 4 GPUs
+
+    eventually(lambda: _admitted(cp, "fits", namespace), what="the Workload admitted")
+    pods = eventually(
+        lambda: (lambda p: p if len(p) == 2 else None)(_pods(cp, "fits", namespace)),
+        what="both worker pods",
+    )
+    assert cp.get("job", "fits-worker", "-n", namespace)["spec"]["suspend"] is False
+    placed = eventually(
+        lambda: all(p["spec"].get("nodeName") for p in _pods(cp, "fits", namespace)),
+        what="both pods scheduled",
+    )
+    assert placed
+    nodes = {p["spec"]["nodeName"] for p in _pods(cp, "fits", namespace)}
+    assert nodes <= {"kwok-gpu-0", "kwok-gpu-1"}, nodes
+    assert len(pods) == 2
+    eventually(
+        lambda: (
+            "Running, 2/2 workers running" in cp.tflaunch("status", "fits", "-n", namespace).out
+        ),
+        what="tflaunch status: Running",
+    )
+
+
+def test_a_job_beyond_the_free_quota_creates_no_pod_says_why_and_starts_when_quota_frees(
+    control_plane: ControlPlane, queue: str, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    _submit(cp, tmp_path, "first", namespace, workers=2, gpus=1, run="600s")  # 2 of 4 GPUs
+    eventually(lambda: _admitted(cp, "first", namespace), what="the first job admitted")
+    _submit(cp, tmp_path, "second", namespace, workers=3, gpus=1, run="3s")  # 3 more: no room
+
+    message = eventually(
+        lambda: _held_back(cp, "second", namespace), what="Kueue holding the second job back"
+    )
+    assert "nvidia.com/gpu" in message, message
+    assert cp.get("job", "second-worker", "-n", namespace)["spec"]["suspend"] is True
+    assert _pods(cp, "second", namespace) == []  # no worker holds a GPU waiting for its peers
+    assert _status_condition(cp, "second", namespace) == f"condition: {WAITING}: {message}"
+    waited = cp.tflaunch("wait", "second", "-n", namespace, "--timeout", "5s")
+    assert waited.code == 4, waited  # still waiting at its timeout: not a failure
+    assert f"second: {WAITING}: {message}" in waited.err, waited
+
+    follower = cp.popen_tflaunch("wait", "second", "-n", namespace, "--timeout", "120s")
+    try:
+        deleted = cp.tflaunch("delete", "first", "-n", namespace)
+        assert deleted.code == 0, deleted
+        _, err = follower.communicate(timeout=150)
+    finally:
+        stop_process(follower)
+    assert follower.returncode == 0, err  # admitted, ran its 3 s, succeeded
+    assert f"second: {WAITING}: " in err and "job second succeeded" in err, err
+    assert _admitted(cp, "second", namespace)
+    assert len(_pods(cp, "second", namespace)) == 3
+
+
+def test_a_job_larger_than_the_whole_queue_is_never_admitted_and_kueue_says_so(
+    control_plane: ControlPlane, queue: str, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    _submit(cp, tmp_path, "huge", namespace, workers=3, gpus=2, run="60s")  # 6 GPUs > 4
+
+    message = eventually(lambda: _held_back(cp, "huge", namespace), what="Kueue's verdict")
+    assert f"maximum capacity ({QUOTA_GPUS})" in message, message
+    assert _pods(cp, "huge", namespace) == []
+    assert _status_condition(cp, "huge", namespace) == f"condition: {WAITING}: {message}"
