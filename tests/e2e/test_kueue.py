@@ -56,9 +56,10 @@ def kueue(control_plane: ControlPlane) -> Iterator[None]:
 
 
 @pytest.fixture
-def queue(control_plane: ControlPlane, kueue: None, namespace: str) -> str:
+def queue(control_plane: ControlPlane, kueue: None, namespace: str) -> Iterator[str]:
     """LocalQueue `team` in the test's namespace, on a ClusterQueue of its own (so no other
-    test's job uses its quota): 16 CPUs, 64Gi, `QUOTA_GPUS` GPUs."""
+    test's job uses its quota): 16 CPUs, 64Gi, `QUOTA_GPUS` GPUs; a higher-priority workload
+    preempts lower ones."""
     quota = [
         {"name": "cpu", "nominalQuota": "16"},
         {"name": "memory", "nominalQuota": "64Gi"},
@@ -74,6 +75,7 @@ def queue(control_plane: ControlPlane, kueue: None, namespace: str) -> str:
                     "namespaceSelector": {
                         "matchLabels": {"kubernetes.io/metadata.name": namespace}
                     },
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
                     "resourceGroups": [
                         {
                             "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
@@ -97,18 +99,37 @@ def queue(control_plane: ControlPlane, kueue: None, namespace: str) -> str:
         ).code == 0,
         what=f"ClusterQueue {namespace} active",
     )  # fmt: skip
-    return "team"
+    yield "team"
+    # Deleted the way a user deletes them, until gone: the namespace's own deletion leaves
+    # running pods Terminating on the kwok nodes (holding their GPUs) for minutes.
+    names = control_plane.kubectl(
+        "get",
+        "jobs",
+        "-n",
+        namespace,
+        "-o",
+        r"jsonpath={.items[*].metadata.labels.tflaunch\.dev/job-name}",
+    ).out.split()
+    for name in sorted(set(names)):
+        control_plane.tflaunch("delete", name, "-n", namespace, "--timeout", "60s")
 
 
 def _submit(
-    cp: ControlPlane, tmp_path: Path, name: str, namespace: str, workers: int, gpus: int, run: str
+    cp: ControlPlane,
+    tmp_path: Path,
+    name: str,
+    namespace: str,
+    workers: int,
+    gpus: int,
+    run: str,
+    **spec: Any,
 ) -> None:
-    spec = write_spec(
+    path = write_spec(
         tmp_path / f"{name}.yaml", name, namespace, workers=workers, gpusPerWorker=gpus,
         gang="kueue", queueName="team", trainer={"globalBatchSize": workers * gpus * 8},
-        hooks=pod_hooks(run_for=run),
+        hooks=pod_hooks(run_for=run), **spec,
     )  # fmt: skip
-    submitted = cp.tflaunch("submit", str(spec))
+    submitted = cp.tflaunch("submit", str(path))
     assert submitted.code == 0, submitted
 
 
@@ -217,3 +238,47 @@ def test_a_job_larger_than_the_whole_queue_is_never_admitted_and_kueue_says_so(
     assert f"maximum capacity ({QUOTA_GPUS})" in message, message
     assert _pods(cp, "huge", namespace) == []
     assert _status_condition(cp, "huge", namespace) == f"condition: {WAITING}: {message}"
+
+
+def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succeeds(
+    control_plane: ControlPlane, queue: str, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    urgent = f"urgent-{namespace}"
+    cp.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": urgent},
+            "value": 1000,
+        }
+    )
+    follower = None
+    try:
+        _submit(cp, tmp_path, "low", namespace, workers=2, gpus=2, run="30s")  # all 4 GPUs
+        eventually(lambda: len(_pods(cp, "low", namespace)) == 2, what="the low job's pods")
+        follower = cp.popen_tflaunch("wait", "low", "-n", namespace, "--timeout", "240s")
+        _submit(cp, tmp_path, "high", namespace, workers=2, gpus=2, run="5s",
+                priorityClassName=urgent)  # fmt: skip
+
+        eventually(lambda: _admitted(cp, "high", namespace), what="the high job admitted")
+        evicted = _condition(_workload(cp, "low", namespace), "Evicted")
+        assert evicted is not None and evicted["reason"] == "Preempted", evicted
+        assert cp.get("job", "low-worker", "-n", namespace)["spec"]["suspend"] is True
+        said = _status_condition(cp, "low", namespace)
+        assert said.startswith(f"condition: {WAITING}: "), said
+        assert f"(evicted earlier: Preempted: {' '.join(evicted['message'].split())}" in said
+
+        # The high job ends after 5 s; its quota goes back and Kueue admits the low one again,
+        # which runs its 30 s: the wait that followed it all along ends in success.
+        _, err = follower.communicate(timeout=270)
+        assert follower.returncode == 0, err
+        assert f"low: {WAITING}: " in err and "evicted earlier: Preempted" in err, err
+        assert "job low succeeded" in err and "restarted" not in err, err
+        job = cp.get("job", "low-worker", "-n", namespace)
+        assert not (job.get("status") or {}).get("failed"), job["status"]  # no retry used
+        assert _admitted(cp, "low", namespace)
+    finally:
+        if follower is not None:
+            stop_process(follower)
+        cp.kubectl("delete", "priorityclass", urgent, "--ignore-not-found")
