@@ -17,7 +17,8 @@
 # the module's. The queues, all named KUEUE_QUEUE (tflaunch):
 #   a ResourceFlavor; a ClusterQueue for every namespace with the quota KUEUE_CPU (80),
 #   KUEUE_MEMORY (320Gi) and KUEUE_GPUS (8: the kwok nodes' nvidia.com/gpu); a LocalQueue in
-#   namespace KUEUE_NAMESPACE (default).
+#   namespace KUEUE_NAMESPACE (default). An admitted job whose pods are not all ready within
+#   KUEUE_PODS_READY_TIMEOUT (5m) is evicted and requeued (Kueue's waitForPodsReady).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -124,9 +125,9 @@ leaderElection:
   leaderElect: false
 internalCertManagement:
   enable: false
-# An admitted gang whose pods are not all ready within 5 minutes is evicted and requeued.
+# An admitted gang whose pods are not all ready in time is evicted and requeued.
 waitForPodsReady:
-  timeout: 5m
+  timeout: ${KUEUE_PODS_READY_TIMEOUT:-5m}
   blockAdmission: false
 integrations:
   frameworks: [batch/job]

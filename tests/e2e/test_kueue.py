@@ -25,17 +25,23 @@ QUOTA_GPUS = 4
 WAITING = "waiting for Kueue admission in queue team"
 
 
-def _kueue_sh(*args: str) -> subprocess.CompletedProcess[str]:
+def _kueue_sh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(KUEUE_SH), *args], capture_output=True, text=True, timeout=600
-    )
+        ["bash", str(KUEUE_SH), *args], capture_output=True, text=True, timeout=600,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+PODS_READY_SECONDS = 30
+"""Kueue's waitForPodsReady timeout here (kwok's pods are ready within a second or two)."""
 
 
 @pytest.fixture(scope="module")
-def kueue(control_plane: ControlPlane) -> Iterator[None]:
+def kueue(control_plane: ControlPlane) -> Iterator[bool]:
     """Kueue's manager running against the control plane for this module (hack/kueue.sh up),
-    stopped at its end, webhooks removed first. Without the cached manager the tests skip
-    (fail with TFLAUNCH_REQUIRE_IMAGES=1, as CI builds it)."""
+    stopped at its end, webhooks removed first; True when this module started it (with
+    `PODS_READY_SECONDS`). Without the cached manager the tests skip (fail with
+    TFLAUNCH_REQUIRE_IMAGES=1, as CI builds it)."""
     binary = Path(_kueue_sh("bin").stdout.strip())
     if not binary.is_file():
         reason = f"Kueue's manager is not built ({binary}): run hack/kueue.sh build"
@@ -45,10 +51,12 @@ def kueue(control_plane: ControlPlane) -> Iterator[None]:
     kubeconfig = str(control_plane.kubeconfig)
     already = Path(f"{control_plane.kubeconfig.resolve()}.kueue").exists()  # a reused cluster's
     if not already:
-        started = _kueue_sh("up", kubeconfig)
+        started = _kueue_sh(
+            "up", kubeconfig, env={"KUEUE_PODS_READY_TIMEOUT": f"{PODS_READY_SECONDS}s"}
+        )
         assert started.returncode == 0, started.stderr
     try:
-        yield
+        yield not already
     finally:
         if not already:
             stopped = _kueue_sh("down", kubeconfig)
@@ -56,7 +64,7 @@ def kueue(control_plane: ControlPlane) -> Iterator[None]:
 
 
 @pytest.fixture
-def queue(control_plane: ControlPlane, kueue: None, namespace: str) -> Iterator[str]:
+def queue(control_plane: ControlPlane, kueue: bool, namespace: str) -> Iterator[str]:
     """LocalQueue `team` in the test's namespace, on a ClusterQueue of its own (so no other
     test's job uses its quota): 16 CPUs, 64Gi, `QUOTA_GPUS` GPUs; a higher-priority workload
     preempts lower ones."""
@@ -282,3 +290,39 @@ def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succe
         if follower is not None:
             stop_process(follower)
         cp.kubectl("delete", "priorityclass", urgent, "--ignore-not-found")
+
+
+def test_a_gang_whose_pods_cannot_all_become_ready_is_evicted_and_requeued_not_failed(
+    control_plane: ControlPlane, kueue: bool, queue: str, namespace: str, tmp_path: Path
+) -> None:
+    if not kueue:
+        pytest.skip("Kueue was already up for this cluster, with its own waitForPodsReady timeout")
+    cp = control_plane
+    nowhere = {"tflaunch.dev/no-such-node": "true"}  # admitted on quota, never scheduled
+    _submit(cp, tmp_path, "stuck", namespace, workers=2, gpus=1, run="600s", nodeSelector=nowhere)
+    eventually(lambda: _admitted(cp, "stuck", namespace), what="the Workload admitted")
+    eventually(lambda: len(_pods(cp, "stuck", namespace)) == 2, what="both pods, Pending")
+
+    evicted = eventually(
+        lambda: (lambda c: c if c and c["status"] == "True" else None)(
+            _condition(_workload(cp, "stuck", namespace), "Evicted")
+        ),
+        what="Kueue's eviction after its waitForPodsReady timeout",
+        timeout=PODS_READY_SECONDS + 60,
+    )
+    assert evicted["reason"] == "PodsReadyTimeout", evicted
+    eventually(
+        lambda: (
+            cp.get("job", "stuck-worker", "-n", namespace)["spec"]["suspend"] is True
+            and _pods(cp, "stuck", namespace) == []
+        ),
+        what="the Job suspended again, its pods removed",
+    )
+    said = _status_condition(cp, "stuck", namespace)
+    assert said.startswith(f"condition: {WAITING}: "), said
+    assert "(evicted earlier: PodsReadyTimeout: " in said, said
+    waited = cp.tflaunch("wait", "stuck", "-n", namespace, "--timeout", "5s")
+    assert waited.code == 4, waited  # requeued, still waiting: not a training failure
+    assert "evicted earlier: PodsReadyTimeout" in waited.err, waited
+    job = cp.get("job", "stuck-worker", "-n", namespace)
+    assert not (job.get("status") or {}).get("failed"), job["status"]
