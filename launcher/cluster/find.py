@@ -52,6 +52,11 @@ def job_objects(cluster: Cluster, name: str, namespace: str | None = None) -> Jo
     )
 
 
+def jobs_of(cluster: Cluster, name: str, namespace: str | None = None) -> list[Obj]:
+    """The Kubernetes Jobs of job `name` alone (`job_objects` without the other kinds)."""
+    return cluster.list_objects("Job", cluster.ns(namespace), labels.job_selector_string(name))
+
+
 def managed_jobs(
     cluster: Cluster,
     namespace: str | None = None,

@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 
+from tests.e2e import test_operator
 from tests.e2e.conftest import ROOT, ControlPlane, eventually, pod_hooks, stop_process, write_spec
+from tests.e2e.test_operator import Operator, _mwj, _phase_is
 
 pytestmark = pytest.mark.e2e
+operator = test_operator.operator  # the operator fixture (its own process) in this module too
 
 KUEUE_SH = ROOT / "hack" / "kueue.sh"
 QUOTA_GPUS = 4
@@ -326,3 +329,24 @@ def test_a_gang_whose_pods_cannot_all_become_ready_is_evicted_and_requeued_not_f
     assert "evicted earlier: PodsReadyTimeout" in waited.err, waited
     job = cp.get("job", "stuck-worker", "-n", namespace)
     assert not (job.get("status") or {}).get("failed"), job["status"]
+
+
+def test_the_operators_jobs_are_admitted_or_held_by_kueue_and_wait_says_why(
+    control_plane: ControlPlane, operator: Operator, queue: str, namespace: str
+) -> None:
+    cp = control_plane
+    kueue = {"gang": "kueue", "queueName": "team"}
+    cp.apply(_mwj("ofits", namespace, pod_hooks(run_for="3s"), workers=2, gpusPerWorker=1,
+                  trainer={"globalBatchSize": 16}, **kueue))  # fmt: skip
+    cp.apply(_mwj("ohuge", namespace, pod_hooks(run_for="3s"), workers=3, gpusPerWorker=2,
+                  trainer={"globalBatchSize": 48}, **kueue))  # fmt: skip
+
+    eventually(_phase_is(cp, "ofits", namespace, "Succeeded"), what="ofits Succeeded", timeout=150)
+    assert _admitted(cp, "ofits", namespace)
+    message = eventually(lambda: _held_back(cp, "ohuge", namespace), what="Kueue's verdict")
+    assert f"maximum capacity ({QUOTA_GPUS})" in message, message
+    assert _pods(cp, "ohuge", namespace) == []
+    assert _status_condition(cp, "ohuge", namespace) == f"condition: {WAITING}: {message}"
+    waited = cp.tflaunch("wait", "ohuge", "-n", namespace, "--timeout", "5s")
+    assert waited.code == 4, waited
+    assert f"ohuge: {WAITING}: {message}" in waited.err, waited
