@@ -8,6 +8,7 @@ at all, and `tflaunch status`/`wait` say why in Kueue's words; freeing quota adm
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -39,24 +40,23 @@ PODS_READY_SECONDS = 30
 """Kueue's waitForPodsReady timeout here (kwok's pods are ready within a second or two)."""
 
 
-@pytest.fixture(scope="module")
-def kueue(control_plane: ControlPlane) -> Iterator[bool]:
-    """Kueue's manager running against the control plane for this module (hack/kueue.sh up),
-    stopped at its end, webhooks removed first; True when this module started it (with
-    `PODS_READY_SECONDS`). Without the cached manager the tests skip (fail with
-    TFLAUNCH_REQUIRE_IMAGES=1, as CI builds it)."""
+@contextlib.contextmanager
+def running_kueue(cp: ControlPlane, pods_ready: str = f"{PODS_READY_SECONDS}s") -> Iterator[bool]:
+    """Kueue's manager running against `cp` (hack/kueue.sh up), stopped at the end, webhooks
+    removed first; True when started here (with the waitForPodsReady timeout `pods_ready`),
+    False when it was up already (a reused cluster's). Without the cached manager the test
+    skips (fails with TFLAUNCH_REQUIRE_IMAGES=1, as CI builds it)."""
     binary = Path(_kueue_sh("bin").stdout.strip())
     if not binary.is_file():
         reason = f"Kueue's manager is not built ({binary}): run hack/kueue.sh build"
         if os.environ.get("TFLAUNCH_REQUIRE_IMAGES") == "1":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    kubeconfig = str(control_plane.kubeconfig)
-    already = Path(f"{control_plane.kubeconfig.resolve()}.kueue").exists()  # a reused cluster's
+    kubeconfig = str(cp.kubeconfig)
+    already = Path(f"{cp.kubeconfig.resolve()}.kueue").exists()
     if not already:
-        started = _kueue_sh(
-            "up", kubeconfig, env={"KUEUE_PODS_READY_TIMEOUT": f"{PODS_READY_SECONDS}s"}
-        )
+        timeout = {"KUEUE_PODS_READY_TIMEOUT": pods_ready}
+        started = _kueue_sh("up", kubeconfig, env=timeout)
         assert started.returncode == 0, started.stderr
     try:
         yield not already
@@ -64,6 +64,13 @@ def kueue(control_plane: ControlPlane) -> Iterator[bool]:
         if not already:
             stopped = _kueue_sh("down", kubeconfig)
             assert stopped.returncode == 0, stopped.stderr
+
+
+@pytest.fixture(scope="module")
+def kueue(control_plane: ControlPlane) -> Iterator[bool]:
+    """Kueue running against the control plane for this module (`running_kueue`)."""
+    with running_kueue(control_plane) as started:
+        yield started
 
 
 @pytest.fixture
