@@ -40,6 +40,15 @@ PODS_READY_SECONDS = 30
 """Kueue's waitForPodsReady timeout here (kwok's pods are ready within a second or two)."""
 
 
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("TFLAUNCH_REQUIRE_IMAGES") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
 @contextlib.contextmanager
 def running_kueue(cp: ControlPlane, pods_ready: str = f"{PODS_READY_SECONDS}s") -> Iterator[bool]:
     """Kueue's manager running against `cp` (hack/kueue.sh up), stopped at the end, webhooks
@@ -48,10 +57,10 @@ def running_kueue(cp: ControlPlane, pods_ready: str = f"{PODS_READY_SECONDS}s") 
     skips (fails with TFLAUNCH_REQUIRE_IMAGES=1, as CI builds it)."""
     binary = Path(_kueue_sh("bin").stdout.strip())
     if not binary.is_file():
-        reason = f"Kueue's manager is not built ({binary}): run hack/kueue.sh build"
-        if os.environ.get("TFLAUNCH_REQUIRE_IMAGES") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        _unavailable(f"Kueue's manager is not built ({binary}): run hack/kueue.sh build")
+    if not (METRICS_CERTS / "tls.crt").exists() and os.geteuid() != 0:
+        _unavailable(f"not root, and Kueue's manager exits without {METRICS_CERTS}/tls.crt "
+                     "(hack/kueue.sh up writes one as root)")  # fmt: skip
     kubeconfig = str(cp.kubeconfig)
     already = Path(f"{cp.kubeconfig.resolve()}.kueue").exists()
     if not already:
