@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,20 @@ def _pods(cp: ControlPlane, name: str, namespace: str) -> list[dict[str, Any]]:
     return list(cp.get("pods", "-n", namespace, "-l", f"tflaunch.dev/job-name={name}")["items"])
 
 
+def _lines_of(process: subprocess.Popen[str]) -> list[str]:
+    """The lines `process` writes on stderr, collected as they come (a thread reads them)."""
+    lines: list[str] = []
+    assert process.stderr is not None
+    stream = process.stderr
+
+    def read() -> None:
+        for line in iter(stream.readline, ""):
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
 def _status_condition(cp: ControlPlane, name: str, namespace: str) -> str:
     shown = cp.tflaunch("status", name, "-n", namespace)
     assert shown.code == 0, shown
@@ -243,14 +258,17 @@ def test_a_job_beyond_the_free_quota_creates_no_pod_says_why_and_starts_when_quo
     assert f"second: {WAITING}: {message}" in waited.err, waited
 
     follower = cp.popen_tflaunch("wait", "second", "-n", namespace, "--timeout", "120s")
+    lines = _lines_of(follower)
     try:
+        eventually(lambda: any(WAITING in line for line in lines), what="the wait saying why")
         deleted = cp.tflaunch("delete", "first", "-n", namespace)
         assert deleted.code == 0, deleted
-        _, err = follower.communicate(timeout=150)
+        follower.wait(timeout=150)
     finally:
         stop_process(follower)
+    err = "".join(lines)
     assert follower.returncode == 0, err  # admitted, ran its 3 s, succeeded
-    assert f"second: {WAITING}: " in err and "job second succeeded" in err, err
+    assert "job second succeeded" in err, err
     assert _admitted(cp, "second", namespace)
     assert len(_pods(cp, "second", namespace)) == 3
 
@@ -285,6 +303,8 @@ def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succe
         _submit(cp, tmp_path, "low", namespace, workers=2, gpus=2, run="30s")  # all 4 GPUs
         eventually(lambda: len(_pods(cp, "low", namespace)) == 2, what="the low job's pods")
         follower = cp.popen_tflaunch("wait", "low", "-n", namespace, "--timeout", "240s")
+        lines = _lines_of(follower)
+        eventually(lambda: any("low: running" in line for line in lines), what="the wait following")
         _submit(cp, tmp_path, "high", namespace, workers=2, gpus=2, run="5s",
                 priorityClassName=urgent)  # fmt: skip
 
@@ -298,7 +318,8 @@ def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succe
 
         # The high job ends after 5 s; its quota goes back and Kueue admits the low one again,
         # which runs its 30 s: the wait that followed it all along ends in success.
-        _, err = follower.communicate(timeout=270)
+        follower.wait(timeout=270)
+        err = "".join(lines)
         assert follower.returncode == 0, err
         assert f"low: {WAITING}: " in err and "evicted earlier: Preempted" in err, err
         assert "job low succeeded" in err and "restarted" not in err, err
