@@ -305,7 +305,7 @@ def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succe
         follower = cp.popen_tflaunch("wait", "low", "-n", namespace, "--timeout", "240s")
         lines = _lines_of(follower)
         eventually(lambda: any("low: running" in line for line in lines), what="the wait following")
-        _submit(cp, tmp_path, "high", namespace, workers=2, gpus=2, run="5s",
+        _submit(cp, tmp_path, "high", namespace, workers=2, gpus=2, run="20s",
                 priorityClassName=urgent)  # fmt: skip
 
         eventually(lambda: _admitted(cp, "high", namespace), what="the high job admitted")
@@ -316,7 +316,7 @@ def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succe
         assert said.startswith(f"condition: {WAITING}: "), said
         assert f"(evicted earlier: Preempted: {' '.join(evicted['message'].split())}" in said
 
-        # The high job ends after 5 s; its quota goes back and Kueue admits the low one again,
+        # The high job ends after 20 s; its quota goes back and Kueue admits the low one again,
         # which runs its 30 s: the wait that followed it all along ends in success.
         follower.wait(timeout=270)
         err = "".join(lines)
