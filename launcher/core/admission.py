@@ -44,7 +44,7 @@ def waiting(jobs: Sequence[Obj], workloads: Sequence[Obj] | None) -> str | None:
     for job in held(jobs):
         uid = reading.meta(job).get("uid")
         mine = [w for w in workloads if reading.labels_of(w).get(JOB_UID_LABEL) == uid]
-        if any(_true(w, "Admitted") for w in mine):
+        if any(_true(w, "Admitted") and not _true(w, "Evicted") for w in mine):
             continue  # admitted: Kueue resumes the Job next
         queue = queue_of(job)
         return f"waiting for Kueue admission in queue {queue}: {_why(mine)}"
@@ -63,12 +63,13 @@ def _why(workloads: Sequence[Obj]) -> str:
     conditions = _conditions(workload)
     reserved = conditions.get("QuotaReserved")
     why = _message(reserved) if reserved and reserved.get("status") == "False" else None
-    why = why or "Kueue has not considered its Workload yet"
     evicted = conditions.get("Evicted")
-    if evicted and evicted.get("status") == "True":
-        reason = evicted.get("reason") or "Evicted"
-        why = f"{why} (evicted earlier: {reason}: {_message(evicted) or 'no message'})"
-    return why
+    if not evicted or evicted.get("status") != "True":
+        return why or "Kueue has not considered its Workload yet"
+    eviction = f"{evicted.get('reason') or 'Evicted'}: {_message(evicted) or 'no message'}"
+    if why is None:  # its quota is released once the pods are gone
+        return f"evicted ({eviction}); Kueue requeues it once its pods are gone"
+    return f"{why} (evicted earlier: {eviction})"
 
 
 def _conditions(workload: Obj) -> dict[str, Obj]:

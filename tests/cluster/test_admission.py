@@ -96,6 +96,18 @@ def test_an_evicted_workload_says_why_it_was_evicted_as_well() -> None:
     )
 
 
+def test_an_evicted_workload_still_holding_its_quota_is_not_admitted_any_more() -> None:
+    evicting = workload(
+        QuotaReserved=("True", "QuotaReserved", ""),
+        Admitted=("True", "Admitted", ""),
+        Evicted=("True", "Preempted", "Preempted to accommodate a workload"),
+    )
+    assert admission.waiting([queued_job()], [evicting]) == (
+        "waiting for Kueue admission in queue team-a: evicted (Preempted: Preempted to "
+        "accommodate a workload); Kueue requeues it once its pods are gone"
+    )
+
+
 def test_a_deactivated_workload_says_so() -> None:
     off = workload(QuotaReserved=PENDING)
     off["spec"]["active"] = False
