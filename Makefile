@@ -55,7 +55,7 @@ PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: test
 test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane and the real node first when Go is there)
-	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build && hack/node.sh build; \
+	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build && hack/node.sh build && hack/kueue.sh build; \
 	else echo "make test: Go not found, so tests/e2e will skip (install Go >= 1.26 to run them)"; fi
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 
@@ -328,6 +328,18 @@ cluster-up: ## Start a local control plane with 3 kwok nodes (2 with 4 GPUs); ku
 .PHONY: cluster-down
 cluster-down: ## Stop every process of that control plane and remove its state
 	hack/cluster.sh down $(CLUSTER_KUBECONFIG)
+
+.PHONY: kueue-build
+kueue-build: ## Build Kueue's manager once into ~/.cache/tflaunch (cold: ~5 minutes)
+	hack/kueue.sh build
+
+.PHONY: kueue-up
+kueue-up: ## Run Kueue against the cluster of `make cluster-up`, with a LocalQueue `tflaunch` in default
+	hack/kueue.sh up $(CLUSTER_KUBECONFIG)
+
+.PHONY: kueue-down
+kueue-down: ## Stop that Kueue (its webhooks removed first)
+	hack/kueue.sh down $(CLUSTER_KUBECONFIG)
 
 .PHONY: test-e2e
 test-e2e: install ## Only the e2e tests on the real control plane (tests/e2e)

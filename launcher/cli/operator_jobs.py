@@ -18,8 +18,9 @@ from launcher.api import status as api_status
 from launcher.api.identity import API_VERSION, KIND
 from launcher.api.spec import MultiWorkerJob
 from launcher.cli import job_progress
+from launcher.cli import queued as queued_lib
 from launcher.cluster import status
-from launcher.core import documents, timestamps
+from launcher.core import admission, documents, timestamps
 from launcher.core.errors import ExitStatus, JobFailed, WaitTimeout
 
 if TYPE_CHECKING:
@@ -140,6 +141,9 @@ def wait_for_multiworkerjob(
     preempted = status_of(resource).preemptions
     warned = False
     stalled = ""  # the reason last warned about: PodsNotCreated or OrphanedPods
+    workloads = queued_lib.Workloads(cluster)
+    said_queued: str | None = None
+    queued_at = -queued_lib.READ_SECONDS
     while True:
         elapsed = time.monotonic() - start
         current_obj = retrying(
@@ -156,6 +160,14 @@ def wait_for_multiworkerjob(
         if current.preemptions > preempted:
             preempted = current.preemptions
             say(f"{name}: {api_status.describe_preemptions(current)}")
+        if current.reason != "Queued":
+            said_queued = None
+        elif elapsed - queued_at >= queued_lib.READ_SECONDS:  # held back by Kueue: its words
+            queued_at = elapsed
+            queued = _kueue_waiting(cluster, name, namespace, workloads)
+            if queued and queued != said_queued:
+                say(f"{name}: {queued}")
+            said_queued = queued
         if current.reason in STALLED and current.reason != stalled:
             say(f"warning: {name}: {current.message}")  # once each time it stalls
         stalled = current.reason if current.reason in STALLED else ""
@@ -188,6 +200,18 @@ def wait_for_multiworkerjob(
                 f"operator keeps running it: kubectl describe mwj {name} -n {namespace}"
             )
         time.sleep(POLL_SECONDS)
+
+
+def _kueue_waiting(
+    cluster: Cluster, name: str, namespace: str, workloads: queued_lib.Workloads
+) -> str | None:
+    """Why Kueue has not admitted the operator's Jobs of job `name` yet (its Workloads'
+    words, `launcher.core.admission`), while the operator reports them queued."""
+    from launcher.cluster import find
+    from launcher.cluster.retry import retrying
+
+    jobs = retrying(lambda: find.jobs_of(cluster, name, namespace), cluster.outage)
+    return admission.waiting(jobs, workloads.read(jobs))
 
 
 def with_operator_state(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli import job_progress, operator_jobs, output, watching
+from launcher.cli import job_progress, operator_jobs, output, queued, watching
 from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option
 from launcher.cli.wait_cmd import not_found
@@ -70,7 +70,8 @@ def status_command(
                 return ExitStatus.SUCCESS
         if not found.jobs and not found.pods and resource is None:
             raise not_found(name, ns)
-        summary = status.summarize(name, ns, found.jobs, found.pods)
+        held = find.workloads(cluster, found.jobs) if fmt != "name" else None
+        summary = status.summarize(name, ns, found.jobs, found.pods, held)
         if resource is not None:  # -o json|yaml: under status.operator
             summary = operator_jobs.with_resource(summary, resource)
         current = utc_now()
@@ -97,11 +98,13 @@ def _watch_status(
     printer = watching.Printer(fmt, output.status_header(wide))
     first = True
     resource = _OperatorResource(cluster, name, ns)
+    workloads = queued.Workloads(cluster)
     for objects in watch.watch_job(cluster, name, ns, tick=0.5):
         mwj = resource.read(objects.jobs) if fmt != "name" else None
         if first and not objects.jobs and not objects.pods and mwj is None:
             raise not_found(name, ns)
-        summary = status.summarize(name, ns, objects.jobs, objects.pods)
+        held = workloads.read(objects.jobs) if fmt != "name" else None
+        summary = status.summarize(name, ns, objects.jobs, objects.pods, held)
         if mwj is not None:
             summary = operator_jobs.with_resource(summary, mwj)
         current = utc_now()

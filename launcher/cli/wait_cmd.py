@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.cli import job_progress, output
+from launcher.cli import job_progress, output, queued
 from launcher.cli.completion import job_name_argument
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import stalls, status
-from launcher.core import never_starts
+from launcher.core import admission, never_starts
 from launcher.core.errors import (
     ClusterError,
     ExitStatus,
@@ -262,6 +262,8 @@ def wait_for_job(
     ended_before = False
     missing = _MissingPods(cluster, namespace, pending_warning)
     dead_ends = _DeadEnds()
+    workloads = queued.Workloads(cluster)
+    said_queued: str | None = None
     resource: dict[str, Any] | None = None
     training: job_progress.Seen | None = None
     read_at = -job_progress.REFRESH_SECONDS
@@ -276,7 +278,12 @@ def wait_for_job(
                 if seen:
                     raise JobFailed(f"job {name} was deleted while waiting for it")
                 raise not_found(name, namespace)
-            summary = status.summarize(name, namespace, objects.jobs, objects.pods)
+            held = workloads.read(objects.jobs)
+            summary = status.summarize(name, namespace, objects.jobs, objects.pods, held)
+            waiting = admission.waiting(objects.jobs, held)
+            if waiting and waiting != said_queued:  # Kueue holds it back: no pod, no stall
+                progress.say(f"{name}: {waiting}")
+            said_queued = waiting
             if not seen:  # finished before this wait began: its own duration, not the wait's
                 ended_before = summary.finished
             seen = True

@@ -71,10 +71,12 @@ KINDS: dict[str, Kind] = {
 }
 
 # The gang schedulers' PodGroups (`launcher.core.gang`): two kinds of one name, so they are
-# known by kind.group, as `kind_key` spells an object's kind.
+# known by kind.group, as `kind_key` spells an object's kind; and Kueue's Workloads (read only,
+# `launcher.core.admission`).
 for _extra in (
     Kind("PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups"),
     Kind("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups"),
+    Kind("Workload", "kueue.x-k8s.io/v1beta2", "workloads"),
 ):
     KINDS[f"{_extra.kind}.{_extra.api_version.partition('/')[0]}"] = _extra
 

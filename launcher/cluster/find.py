@@ -8,9 +8,12 @@ cluster facts beside them (nodes, quotas, endpoint slices), listed here too.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from launcher.cluster.client import Cluster, Obj
-from launcher.core import labels, reading
+from launcher.core import admission, labels, reading
+from launcher.core.errors import Forbidden, NotFound
 
 JOB_KINDS = ("Job", "Service", "NetworkPolicy", "Pod")
 """Everything a tflaunch job consists of, found by its labels (pods by their template's)."""
@@ -49,6 +52,11 @@ def job_objects(cluster: Cluster, name: str, namespace: str | None = None) -> Jo
     )
 
 
+def jobs_of(cluster: Cluster, name: str, namespace: str | None = None) -> list[Obj]:
+    """The Kubernetes Jobs of job `name` alone (`job_objects` without the other kinds)."""
+    return cluster.list_objects("Job", cluster.ns(namespace), labels.job_selector_string(name))
+
+
 def managed_jobs(
     cluster: Cluster,
     namespace: str | None = None,
@@ -77,6 +85,24 @@ def job_events(cluster: Cluster, job: str, namespace: str | None = None) -> list
         "Event", namespace, field_selector=f"involvedObject.kind=Job,involvedObject.name={job}"
     )
     return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
+WORKLOAD = "Workload.kueue.x-k8s.io"
+
+
+def workloads(cluster: Cluster, jobs: Sequence[Mapping[str, Any]]) -> list[Obj] | None:
+    """Kueue's Workloads of the Jobs it holds back (`admission.held`), found by the Job-uid
+    label Kueue gives them; None when they cannot be read (Kueue's CRDs are not installed, or
+    this user may not list them)."""
+    found: list[Obj] = []
+    for job in admission.held(jobs):
+        meta = reading.meta(job)
+        selector = f"{admission.JOB_UID_LABEL}={meta.get('uid')}"
+        try:
+            found += cluster.list_objects(WORKLOAD, meta.get("namespace"), selector)
+        except (NotFound, Forbidden):
+            return None
+    return found
 
 
 # --- What doctor reads beside the job ---------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from launcher.api import rules
 from launcher.api.status import Status
 from launcher.cluster import preemptions as preemptions_lib
-from launcher.core import labels, reading, worker_end
+from launcher.core import admission, labels, reading, worker_end
 from launcher.core.group_status import group_status, newest_first, replacements
 from launcher.core.timestamps import created_at, parse_time
 from launcher.core.worker_end import WorkerEnd
@@ -100,8 +100,15 @@ class JobStatus:
 # --- Reading the objects -------------------------------------------------------------------
 
 
-def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj]) -> JobStatus:
-    """The status of job `name` from its Jobs and Pods (all of them, old attempts included)."""
+def summarize(
+    name: str,
+    namespace: str,
+    jobs: Sequence[Obj],
+    pods: Sequence[Obj],
+    workloads: Sequence[Obj] | None = None,
+) -> JobStatus:
+    """The status of job `name` from its Jobs and Pods (all of them, old attempts included);
+    with Kueue's `workloads` of its Jobs, a job Kueue holds back says why (`admission`)."""
     indexed = reading.indexed(jobs)
     expected = _expected_workers(jobs, indexed)
     by_index: dict[int, list[Obj]] = {}
@@ -121,7 +128,7 @@ def summarize(name: str, namespace: str, jobs: Sequence[Obj], pods: Sequence[Obj
         workers=workers,
         expected=expected,
         layout="indexed" if indexed or not jobs else "per-worker",
-        condition=_condition(group, jobs),
+        condition=_condition(group, jobs, workloads),
         created=created,
         jobs=tuple(sorted(reading.name(j) for j in jobs)),
         labels=common_labels(jobs),
@@ -258,7 +265,9 @@ def first_line(text: Any, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _condition(status: Status, jobs: Sequence[Obj]) -> str | None:
+def _condition(
+    status: Status, jobs: Sequence[Obj], workloads: Sequence[Obj] | None = None
+) -> str | None:
     """The Jobs' decisive condition in words, for the phase `status` gives the group."""
     if status.phase == "Failed":
         failed = next((j, c) for j in jobs if (c := reading.job_failed(j)) is not None)
@@ -266,7 +275,8 @@ def _condition(status: Status, jobs: Sequence[Obj]) -> str | None:
     if status.phase == "Succeeded":
         return "Complete"
     if status.phase == "Suspended":
-        return "Suspended: the Job is suspended (e.g. queued by Kueue)"
+        queued = admission.waiting(jobs, workloads)
+        return queued or "Suspended: the Job is suspended (e.g. queued by Kueue)"
     return None
 
 

@@ -49,6 +49,7 @@ RESOURCES = [
     Resource("v1", "Namespace", "namespaces", namespaced=False),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Resource("discovery.k8s.io/v1", "EndpointSlice", "endpointslices"),
+    Resource("kueue.x-k8s.io/v1beta2", "Workload", "workloads"),
 ]
 _BY_PATH = {(r.api_version, r.plural): r for r in RESOURCES}
 _BY_KIND = {r.kind: r for r in RESOURCES}
