@@ -13,6 +13,7 @@ import click
 
 from launcher.api.spec import MultiWorkerJob
 from launcher.cli.options import keras_note, script_warnings, spec_options, with_local_spec
+from launcher.cli.options import split_program_args as split_trainer_args
 from launcher.core import contract, workload
 from launcher.core.program import own_program
 from launcher.local.isolation import NETWORK_CHOICES
@@ -28,19 +29,6 @@ LOCAL_FLAGS = {
     "--tensorboard-dir": "tflaunch local --workdir DIR",
     "--expect-gpus": "tflaunch local --gpus N",
 }
-
-
-def split_trainer_args(
-    spec_file: str | None, trainer_args: tuple[str, ...], spec_filename: str | None = None
-) -> tuple[str | None, tuple[str, ...]]:
-    """After `--` every word is positional, so with no SPEC click hands the first trainer
-    flag to SPEC: `tflaunch local -- --seed 1`. A SPEC never starts with '-' (but '-').
-    With `-f FILE` naming the spec, every positional word is the program's."""
-    if spec_file is not None and (
-        spec_filename is not None or (spec_file.startswith("-") and spec_file != "-")
-    ):
-        return None, (spec_file, *trainer_args)
-    return spec_file, trainer_args
 
 
 def _trainer_args_after_double_dash(func: Callable[..., Any]) -> Callable[..., Any]:

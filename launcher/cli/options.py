@@ -8,6 +8,7 @@ and validated, so a bad flag gets the same one-line error as a bad file.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import sys
@@ -188,9 +189,29 @@ def one_spec_file(argument: str | None, flag: str | None) -> str | None:
     return spec_file
 
 
+def split_program_args(
+    spec_file: str | None, program_args: tuple[str, ...], spec_filename: str | None = None
+) -> tuple[str | None, tuple[str, ...]]:
+    """After `--` every word is positional, so with no SPEC click hands the first program
+    flag to SPEC: `tflaunch render -- --seed 1`. A SPEC never starts with '-' (but '-').
+    With `-f FILE` naming the spec, every positional word is the program's."""
+    if spec_file is not None and (
+        spec_filename is not None or (spec_file.startswith("-") and spec_file != "-")
+    ):
+        return None, (spec_file, *program_args)
+    return spec_file, program_args
+
+
+def program_args_option(func: F) -> F:
+    """`-- ARGS` after SPEC: appended to spec.args, as `tflaunch local -- ARGS` hands them to
+    the program (`with_spec`)."""
+    return click.argument("program_args", nargs=-1, metavar="[-- PROGRAM_ARGS...]")(func)
+
+
 def with_spec(func: Callable[..., Any], *, local: bool = False) -> Callable[..., Any]:
     """Turn the spec arguments into a `job` keyword for the command body (`local`: see
-    `load_job`; `with_local_spec`)."""
+    `load_job`; `with_local_spec`), with the words after `--` appended to spec.args where
+    the command takes them (`program_args_option`)."""
 
     @functools.wraps(func)
     def wrapper(
@@ -200,8 +221,25 @@ def with_spec(func: Callable[..., Any], *, local: bool = False) -> Callable[...,
         **kwargs: Any,
     ) -> Any:
         flags = pop_spec_flags(kwargs)
+        extra: tuple[str, ...] = ()
+        if "program_args" in kwargs:
+            # A word that is not a flag beside -f FILE stays SPEC: two specs, a usage error.
+            spec_file, extra = split_program_args(spec_file, kwargs.pop("program_args"))
         spec_file = one_spec_file(spec_file, spec_filename)
-        return func(job=job_from_options(spec_file, assignments, local=local, **flags), **kwargs)
+        job = job_from_options(spec_file, assignments, local=local, **flags)
+        if extra:
+            if not program.own_program(job.spec):
+                raise SpecError(
+                    "PROGRAM_ARGS",
+                    "the built-in trainer takes its settings from the spec: use its flags "
+                    "(--epochs ...) or --set spec.trainer.FIELD=VALUE; words after -- go to a "
+                    "program of yours (--script FILE or spec.command)",
+                )
+            args = json.dumps([*job.spec.args, *extra])
+            job = job_from_options(
+                spec_file, (*assignments, f"spec.args={args}"), local=local, **flags
+            )
+        return func(job=job, **kwargs)
 
     return wrapper
 

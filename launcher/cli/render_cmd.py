@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import spec_options, with_spec
+from launcher.cli.options import program_args_option, spec_options, with_spec
 from launcher.core import render
 
 
 @click.command("render")
 @spec_options
+@program_args_option
 @click.option(
     "-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True
 )

@@ -21,6 +21,7 @@ from launcher.cli.options import (
     cluster_options,
     connect,
     keras_note,
+    program_args_option,
     program_name,
     script_warnings,
     spec_options,
@@ -40,6 +41,7 @@ _kind = output.kubectl_kind
 
 @click.command("submit", cls=DryRunCommand)
 @spec_options
+@program_args_option
 @cluster_options
 @click.option("--wait", "wait_for_it", is_flag=True, help="Then wait until the job finishes.")
 @wait_options

@@ -6,12 +6,13 @@ from __future__ import annotations
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import spec_options, with_spec
+from launcher.cli.options import program_args_option, spec_options, with_spec
 from launcher.core import render
 
 
 @click.command("validate")
 @spec_options
+@program_args_option
 @click.option(
     "--kubernetes-version",
     metavar="X.Y",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from launcher.cli.main import run
 from launcher.core.errors import SpecError
@@ -187,3 +188,31 @@ def test_a_missing_required_key_says_what_to_add(remove, field, says):
         job_from_document(document)
     assert caught.value.field == field
     assert f"is required; {says}" in str(caught.value), str(caught.value)
+
+
+def test_render_hands_the_words_after_double_dash_to_a_program_of_yours(tmp_path, capsys):
+    """`tflaunch local --script train.py -- --epochs 2` worked; `render` and `submit` refused
+    the same words ("Got unexpected extra argument")."""
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    assert run(["render", "--script", str(script), "--", "--epochs", "2"]) == 0
+    (job,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Job"]
+    command = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    program = command[command.index("--") + 1 :]
+    assert program[-3:] == ["/opt/tflaunch/script/train.py", "--epochs", "2"], program
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "apiVersion: tflaunch.dev/v1alpha1\nkind: MultiWorkerJob\nmetadata: {name: mine}\n"
+        "spec: {image: img:1, command: [python, t.py], args: [--lr, '0.1']}\n"
+    )
+    assert run(["render", str(spec), "--", "--epochs", "2"]) == 0
+    (job,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Job"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-6:] == ["python", "t.py", "--lr", "0.1", "--epochs", "2"], args
+
+
+def test_words_after_double_dash_for_the_built_in_trainer_are_refused_naming_the_way(capsys):
+    assert run(["render", "--", "--epochs", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tflaunch: error: PROGRAM_ARGS: the built-in trainer takes its settings")
+    assert "--set spec.trainer.FIELD=VALUE" in err and len(err.splitlines()) == 1
