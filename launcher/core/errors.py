@@ -8,6 +8,7 @@ at the edge (`launcher.cluster`), so no caller ever sees an `ApiException` or a 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 
 class ExitStatus(enum.IntEnum):
@@ -53,6 +54,28 @@ class SpecError(TflaunchError):
         self.field = printable(field)
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class SpecErrors(SpecError):
+    """Several mistakes in one spec, all said at once (a spec with three mistakes used to
+    take three runs); `field` and `message` are the first one's."""
+
+    errors: tuple[SpecError, ...]
+
+    def __init__(self, errors: Sequence[SpecError]) -> None:
+        flat: list[SpecError] = []
+        for error in errors:
+            flat.extend(error.errors if isinstance(error, SpecErrors) else [error])
+        self.errors = tuple(flat)
+        self.field, self.message = flat[0].field, flat[0].message
+        TflaunchError.__init__(
+            self, f"{len(flat)} mistakes: " + "; ".join(str(error) for error in flat)
+        )
+
+    @classmethod
+    def of(cls, errors: Sequence[SpecError]) -> SpecError:
+        """The one error, or all of them."""
+        return errors[0] if len(errors) == 1 else cls(errors)
 
 
 class RenderError(TflaunchError):

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from launcher.core.errors import SpecError
+from launcher.core.errors import SpecError, SpecErrors
 
 T = TypeVar("T")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -30,10 +30,11 @@ def build(cls: type[T], data: Any, path: str) -> T:
         raise SpecError(path or "document", f"expected a mapping, got {_describe(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    errors: list[SpecError] = []  # every mistake of the document, said at once
     for key in data:
         if key not in fields:
             text = str(key) if str(key).isprintable() else repr(str(key))  # one line: "\n"
-            raise SpecError(_join(path, text), _unknown_key_hint(str(key), list(fields)))
+            errors.append(SpecError(_join(path, text), _unknown_key_hint(str(key), list(fields))))
     values: dict[str, Any] = {}
     for key, field in fields.items():
         where = _join(path, key)
@@ -45,10 +46,17 @@ def build(cls: type[T], data: Any, path: str) -> T:
                 doc = str(field.metadata.get("doc") or "").rstrip(".")
                 if doc[1:2].islower():  # "Always MultiWorkerJob" -> "always ...", not "CPU"
                     doc = doc[0].lower() + doc[1:]
-                raise SpecError(where, f"is required; add it ({doc})" if doc else "is required")
+                errors.append(
+                    SpecError(where, f"is required; add it ({doc})" if doc else "is required")
+                )
             continue
-        values[field.name] = _convert(hints[field.name], data[key], where)
-        _check_bounds(field.metadata.get("bounds") or {}, values[field.name], where)
+        try:
+            values[field.name] = _convert(hints[field.name], data[key], where)
+            _check_bounds(field.metadata.get("bounds") or {}, values[field.name], where)
+        except SpecError as error:
+            errors.append(error)
+    if errors:
+        raise SpecErrors.of(errors)
     return cls(**values)
 
 

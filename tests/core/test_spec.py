@@ -216,3 +216,17 @@ def test_words_after_double_dash_for_the_built_in_trainer_are_refused_naming_the
     err = capsys.readouterr().err.strip()
     assert err.startswith("tflaunch: error: PROGRAM_ARGS: the built-in trainer takes its settings")
     assert "--set spec.trainer.FIELD=VALUE" in err and len(err.splitlines()) == 1
+
+
+def test_a_spec_with_three_mistakes_says_all_three_in_one_line(capsys):
+    """It used to say one per run: three runs to find three typos."""
+    code = run(["validate", "--set", "spec.workers=0", "--set", "spec.trainer.epochs=-1",
+                "--set", "spec.bogus=1"])  # fmt: skip
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("tflaunch: error: 3 mistakes: spec.bogus: unknown key"), line
+    assert "; spec.workers: must be at least 1, got 0; " in line
+    assert line.endswith("; spec.trainer.epochs: must be at least 1, got -1")
+    with pytest.raises(SpecError) as caught:  # the first one's field, for callers that name it
+        load_job(None, [("spec.workers", 0), ("spec.trainer.epochs", -1)])
+    assert caught.value.field == "spec.workers"
