@@ -204,6 +204,7 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
         return Worker(index, None, "Missing", None, 0, None, "no pod yet")
     pod = newest_first(pods)[0]
     phase, reason, exit_code = pod_state(pod)
+    end = WorkerEnd.from_pod(pod)
     return Worker(
         index=index,
         pod=reading.name(pod),
@@ -215,13 +216,9 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
         created=created_at(pod),
         reason=reason,
         exit_code=exit_code,
-        finished=_finished_at(pod),
-        end=WorkerEnd.from_pod(pod),
+        finished=end.finished_at if end else None,
+        end=end,
     )
-
-
-def _finished_at(pod: Obj) -> datetime.datetime | None:
-    return parse_time((reading.terminated(pod) or {}).get("finishedAt"))
 
 
 def pod_state(pod: Obj) -> tuple[str, str | None, int | None]:
