@@ -28,7 +28,7 @@ import kopf
 
 from launcher.cluster import apply, client, find, logs, operated, stalls
 from launcher.cluster.client import Cluster, credentials
-from launcher.core import labels, reading
+from launcher.core import admission, labels, reading
 from launcher.core.errors import (
     ClusterError,
     Conflict,
@@ -92,7 +92,11 @@ def reconcile_once(
         ],
         policy=policy or tenancy.Allowlist(),
     )
-    observed = dataclasses.replace(observed, blocked=_blocked(cluster, observed, namespace))
+    observed = dataclasses.replace(
+        observed,
+        blocked=_blocked(cluster, observed, namespace),
+        workloads=_workloads(cluster, observed, namespace),
+    )
     chief = observe.chief_log_wanted(observed)
     if chief is not None:
         observed = dataclasses.replace(observed, chief_log=_chief_log(cluster, chief, namespace))
@@ -160,6 +164,23 @@ def _blocked(cluster: Cluster, observed: observe.Observed, namespace: str) -> di
         job = next(j for j in live if j["metadata"]["name"] == short.job)
         found[short.job] = stalls.creation_blocked_by(job, events) or ""
     return found
+
+
+def _workloads(
+    cluster: Cluster, observed: observe.Observed, namespace: str
+) -> Sequence[Mapping[str, Any]] | None:
+    """Kueue's Workloads of the Jobs it holds back, so that the status says why in Kueue's
+    words, as `wait` does; read only while Kueue holds one. Unreadable: None, never a failed
+    reconcile (the status then says only that the Jobs are queued)."""
+    jobs, _ = observe.owned(observed)
+    live = [j for j in jobs if not j["metadata"].get("deletionTimestamp")]
+    if not admission.held(live):
+        return None
+    try:
+        return find.workloads(cluster, live)
+    except ClusterError as error:
+        logger.debug("%s: cannot read Kueue's Workloads: %s", namespace, error)
+        return None
 
 
 def _chief_log(cluster: Cluster, pod: str, namespace: str) -> str | None:

@@ -57,6 +57,9 @@ class Observed:
     blocked: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Per Job that has fewer pods than it should run: why the Job controller cannot create
     them, in the server's words (a FailedCreate event: a ResourceQuota, a webhook)."""
+    workloads: Sequence[Mapping[str, Any]] | None = None
+    """Kueue's Workloads of the Jobs it holds back (queued and suspended), read only while it
+    holds some; None: none held, or they cannot be read (no Kueue CRDs, no RBAC)."""
 
 
 def orphaned_pods(observed: Observed) -> list[str]:

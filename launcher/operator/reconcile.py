@@ -33,7 +33,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from launcher.api.status import describe_preemptions
-from launcher.core import group_status, labels, load, never_starts, reading, script_lint
+from launcher.core import (
+    admission,
+    group_status,
+    labels,
+    load,
+    never_starts,
+    reading,
+    script_lint,
+)
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator import crd, outcome, preemptions
@@ -399,7 +407,9 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
         message = "suspended (spec.suspend: true): the workers' pods are deleted"
     elif suspended:
         phase, reason = "Suspended", "Queued"
-        message = "the Jobs are suspended by someone else, e.g. queued by Kueue"
+        message = admission.waiting(g.live, g.observed.workloads) or (
+            "the Jobs are suspended by someone else, e.g. queued by Kueue"
+        )
     else:
         phase, reason, message = group_status.readiness(ready, total)
     short = g.observed.blocked
@@ -437,8 +447,11 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
         status=None if status == g.old else status,
         patch_jobs=patches,
         events=tuple(events),
-        # pods that cannot be created change no Job: look again for the reason, or its end
-        requeue_after=STALL_POLL_SECONDS if (short or stuck) and not suspended else None,
+        # pods that cannot be created change no Job, nor does Kueue's message change one:
+        # look again for the reason, or its end
+        requeue_after=STALL_POLL_SECONDS
+        if ((short or stuck) and not suspended) or (reason == "Queued" and admission.held(g.live))
+        else None,
     )
 
 

@@ -368,7 +368,7 @@ def test_a_gang_whose_pods_cannot_all_become_ready_is_evicted_and_requeued_not_f
     assert not (job.get("status") or {}).get("failed"), job["status"]
 
 
-def test_the_operators_jobs_are_admitted_or_held_by_kueue_and_wait_says_why(
+def test_the_operators_jobs_are_admitted_or_held_by_kueue_and_it_and_wait_say_why(
     control_plane: ControlPlane, operator: Operator, queue: str, namespace: str
 ) -> None:
     cp = control_plane
@@ -384,6 +384,14 @@ def test_the_operators_jobs_are_admitted_or_held_by_kueue_and_wait_says_why(
     assert f"maximum capacity ({QUOTA_GPUS})" in message, message
     assert _pods(cp, "ohuge", namespace) == []
     assert _status_condition(cp, "ohuge", namespace) == f"condition: {WAITING}: {message}"
+
+    def suspended_condition() -> dict[str, Any] | None:  # the operator's own words
+        conditions = cp.get("multiworkerjobs", "ohuge", "-n", namespace)["status"]["conditions"]
+        found = [c for c in conditions if c["type"] == "Suspended" and c["status"] == "True"]
+        return found[0] if found and found[0]["message"].startswith(WAITING) else None
+
+    held = eventually(suspended_condition, what="the MultiWorkerJob saying why", timeout=60)
+    assert (held["reason"], held["message"]) == ("Queued", f"{WAITING}: {message}"), held
     waited = cp.tflaunch("wait", "ohuge", "-n", namespace, "--timeout", "5s")
     assert waited.code == 4, waited
     assert f"ohuge: {WAITING}: {message}" in waited.err, waited

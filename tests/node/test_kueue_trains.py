@@ -1,6 +1,8 @@
-"""A Kueue job trains in containers: Kueue's manager (hack/kueue.sh up) admits `tflaunch submit
+"""Kueue jobs train in containers: Kueue's manager (hack/kueue.sh up) admits `tflaunch submit
 --set spec.gang=kueue` of examples/mnist.yaml on the real node, resumes its Job, and the two
-workers train to Succeeded under the same `--wait`."""
+workers train to Succeeded under the same `--wait`. A higher-priority job preempts a training
+one through Kueue: the preempted workers save at the step they reached (SIGTERM, exit 79),
+and when Kueue readmits their job it resumes from that step with no retry used."""
 
 from __future__ import annotations
 
@@ -8,15 +10,22 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from tests.e2e.conftest import ControlPlane
+from tests.e2e.conftest import ControlPlane, eventually
 from tests.e2e.test_kueue import running_kueue
+from tests.node import test_mnist
 from tests.node.conftest import NODE_NAME
-from tests.node.test_mnist import real_node_spec
+from tests.node.test_mnist import real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+# test_mnist's fixtures, here too: a fresh namespace and a claim on the node's disk.
+namespace = test_mnist.namespace
+shared_claim = test_mnist.shared_claim
 
 
 @pytest.fixture
@@ -62,3 +71,114 @@ def test_a_job_kueue_admits_trains_to_succeeded_on_the_real_node(
     job = json.loads(status.out)["status"]
     assert [(w["phase"], w["exitCode"]) for w in job["workers"]] == [("Succeeded", 0)] * 2
     assert {w["node"] for w in job["workers"]} == {NODE_NAME}, status.out
+
+
+@pytest.fixture
+def one_job_queue(real_node: ControlPlane, namespace: str) -> Iterator[str]:
+    """LocalQueue `team` in `namespace` on a ClusterQueue of its own whose CPU and memory
+    quota holds one real-node MNIST job (2 workers x 250m, 1Gi) but not two, and whose
+    higher-priority workloads preempt lower ones."""
+    with running_kueue(real_node, pods_ready="5m"):
+        quota = [{"name": "cpu", "nominalQuota": "750m"}, {"name": "memory", "nominalQuota": "3Gi"}]
+        real_node.apply(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ClusterQueue",
+                    "metadata": {"name": namespace},
+                    "spec": {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": namespace}
+                        },
+                        "preemption": {"withinClusterQueue": "LowerPriority"},
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["cpu", "memory"],
+                                "flavors": [{"name": "tflaunch", "resources": quota}],
+                            }
+                        ],
+                    },
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "team", "namespace": namespace},
+                    "spec": {"clusterQueue": namespace},
+                },
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": f"urgent-{namespace}"},
+                    "value": 1000,
+                },
+            ]
+        )
+        try:
+            yield "team"
+        finally:
+            for name in ("low", "high"):
+                real_node.tflaunch("delete", name, "-n", namespace, "--timeout", "120s")
+            real_node.kubectl("delete", "clusterqueue", namespace, "--ignore-not-found")
+            real_node.kubectl(
+                "delete", "priorityclass", f"urgent-{namespace}", "--ignore-not-found"
+            )
+
+
+def queued_spec(path: Path, namespace: str, image: str, name: str, **spec: Any) -> Path:
+    real_node_spec(path, namespace, image, "indexed")
+    document = yaml.safe_load(path.read_text())
+    document["metadata"]["name"] = name
+    document["spec"].update(gang="kueue", queueName="team", **spec)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.mark.timeout(1500)
+def test_a_job_preempted_through_kueue_saves_where_it_was_and_resumes_there_without_a_retry(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,
+    shared_claim: str,
+    one_job_queue: str,
+    tmp_path: Path,
+) -> None:
+    ns = namespace
+    low = queued_spec(
+        tmp_path / "low.yaml", ns, trainer_image, "low", backoffLimit=0,
+        trainer={"epochs": 2, "stepsPerEpoch": 150}, checkpoint={"claimName": shared_claim},
+    )  # fmt: skip
+    high = queued_spec(
+        tmp_path / "high.yaml", ns, trainer_image, "high", priorityClassName=f"urgent-{ns}",
+        trainer={"epochs": 1, "stepsPerEpoch": 5},
+    )  # fmt: skip
+    assert real_node.tflaunch("submit", str(low), "--workers", "2").code == 0
+
+    def first_epoch_done() -> bool:
+        logs = real_node.tflaunch("logs", "low", "-n", ns)
+        return any("epoch 1/2: loss=" in line for line in worker_lines(logs, 0))
+
+    eventually(first_epoch_done, timeout=900, interval=2, what="the low job's first epoch")
+    urgent = real_node.tflaunch(
+        "submit", str(high), "--workers", "2", "--wait", "--timeout", "10m", timeout=700
+    )
+
+    assert urgent.code == 0, urgent  # admitted by preempting the low job, and trained
+    (evicted,) = [
+        c
+        for w in real_node.get("workloads", "-n", ns)["items"]
+        if w["metadata"]["name"].startswith("job-low-")
+        for c in w["status"]["conditions"]
+        if c["type"] == "Evicted"
+    ]
+    assert evicted["reason"] == "Preempted", evicted
+    wait = real_node.tflaunch("wait", "low", "-n", ns, "--timeout", "12m", timeout=800)
+    assert wait.code == 0, wait
+    assert "job low succeeded" in wait.out + wait.err, wait
+    job = real_node.get("job", "low-worker", "-n", ns)
+    assert not job["status"].get("failed"), job["status"]  # no retry used
+    status = json.loads(real_node.tflaunch("status", "low", "-n", ns, "-o", "json").out)
+    step = status["status"]["resumedAtStep"]
+    logs = real_node.tflaunch("logs", "low", "-n", ns)
+    assert step is not None and step > 150, (status, logs.out)  # past the epoch's backup
+    resumed = [line for line in worker_lines(logs, 1) if "resuming from the backup" in line]
+    assert len(resumed) == 1 and f" at step {step} " in resumed[0], logs.out

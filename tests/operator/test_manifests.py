@@ -43,9 +43,11 @@ GANG_NEEDS = {
     (group, "podgroups", verb)
     for group in ("scheduling.volcano.sh", "scheduling.x-k8s.io")
     for verb in ("get", "create", "patch")
-}
-"""spec.gang's PodGroups (the mock serves no such CRD): the operator applies them with this
-ServiceAccount's token on the real API server in tests/e2e/test_gang.py."""
+} | {("kueue.x-k8s.io", "workloads", "list")}
+"""spec.gang's PodGroups and Kueue's Workloads (the mock serves neither CRD): the operator
+applies the PodGroups with this ServiceAccount's token on the real API server in
+tests/e2e/test_gang.py, and lists the Workloads of the Jobs Kueue holds back in
+tests/e2e/test_kueue.py."""
 
 
 def _documents() -> list[dict[str, Any]]:

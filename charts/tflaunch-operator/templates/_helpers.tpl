@@ -57,4 +57,7 @@ app.kubernetes.io/part-of: tflaunch
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get, create, patch]  # spec.gang: server-side apply; get: whose is it?
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [list]  # spec.gang: kueue: why Kueue holds the Jobs back, in its words
 {{- end -}}
