@@ -57,6 +57,8 @@ class Cluster:
     others: dict[tuple[str, str], dict[str, Any]] = dataclasses.field(default_factory=dict)
     now: datetime.datetime = T0
     chief_log: str | None = None
+    workloads: list[dict[str, Any]] | None = None
+    """Kueue's Workloads as the operator would read them (None: not readable)."""
     events: list[reconcile.Event] = dataclasses.field(default_factory=list)
     plans: list[reconcile.Plan] = dataclasses.field(default_factory=list)
     deleted: bool = False
@@ -71,6 +73,7 @@ class Cluster:
             jobs=[copy.deepcopy(j) for j in self.jobs.values()],
             pods=[copy.deepcopy(p) for p in self.pods.values()],
             now=self.now,
+            workloads=copy.deepcopy(self.workloads),
         )
         old = crd.status_from_document(observed.resource.get("status"))
         if observe.chief_log_wanted(observed) or progress.log_wanted(observed, old):

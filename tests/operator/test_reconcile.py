@@ -23,6 +23,10 @@ def _condition(cluster: Cluster, kind: str) -> str | None:
     return next((c.status for c in cluster.status.conditions if c.type == kind), None)
 
 
+def _message(cluster: Cluster, kind: str) -> str | None:
+    return next((c.message for c in cluster.status.conditions if c.type == kind), None)
+
+
 # --- creation -----------------------------------------------------------------------------
 
 
@@ -444,6 +448,31 @@ def test_a_job_suspended_by_kueue_is_queued_and_not_resumed_by_the_operator():
     cluster.settle()
     assert cluster.status.phase == "Running"
     assert all(not p.patch_jobs for p in cluster.plans)
+
+
+def test_a_job_kueue_holds_back_says_why_in_kueues_words_and_is_looked_at_again():
+    cluster = Cluster(resource({"labels": {"kueue.x-k8s.io/queue-name": "team-a"}}))
+    cluster.settle()
+    cluster.job()["spec"]["suspend"] = True
+    cluster.workloads = [
+        {
+            "metadata": {"name": "job-mnist-worker-1", "labels": {
+                "kueue.x-k8s.io/job-uid": cluster.job()["metadata"]["uid"]}},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
+                                       "message": "insufficient quota for nvidia.com/gpu"}]},
+        }
+    ]  # fmt: skip
+    plan = cluster.settle()
+    assert (cluster.status.reason, _message(cluster, "Suspended")) == (
+        "Queued",
+        "waiting for Kueue admission in queue team-a: insufficient quota for nvidia.com/gpu",
+    )
+    assert plan.requeue_after is not None  # a Workload's new message changes no Job
+    cluster.workloads = None  # not readable (no Kueue CRDs, no RBAC)
+    cluster.settle()
+    assert _message(cluster, "Suspended") == (
+        "the Jobs are suspended by someone else, e.g. queued by Kueue"
+    )
 
 
 def test_a_spec_edit_while_running_is_rejected_once_with_an_event():
