@@ -19,7 +19,7 @@ import click
 
 from launcher.api.status import Status
 from launcher.cluster import doctor, status
-from launcher.core import documents, yamldoc
+from launcher.core import admission, documents, yamldoc
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,6 +68,7 @@ def job_document(summary: status.JobStatus) -> Document:
         body["preemptions"] = summary.preemptions.count
         body["resumedAtStep"] = summary.preemptions.resumed_at_step
         body["lastPreemptionTime"] = timestamp(summary.preemptions.last)
+        body["kueueEvictions"] = dict(summary.evictions)
     body["jobs"] = list(summary.jobs)
     if pods_read:
         body["workers"] = [_worker_document(w) for w in summary.workers]
@@ -207,6 +208,8 @@ def status_text(summary: status.JobStatus, now: datetime.datetime, wide: bool = 
     lines = [status_heading(summary, now), table(rows)]
     if summary.preemptions.count and summary.operator is None:  # the operator's lines say it
         lines.insert(1, summary.preemptions.words())
+    if summary.evictions:
+        lines.insert(1, admission.describe_evictions(summary.evictions))
     if summary.condition:
         lines.append(f"condition: {summary.condition}")
     if summary.divergence and summary.operator is None:  # the operator's message says it

@@ -70,8 +70,8 @@ def status_command(
                 return ExitStatus.SUCCESS
         if not found.jobs and not found.pods and resource is None:
             raise not_found(name, ns)
-        held = find.workloads(cluster, found.jobs) if fmt != "name" else None
-        summary = status.summarize(name, ns, found.jobs, found.pods, held)
+        queued = find.workloads(cluster, found.jobs, held_only=False) if fmt != "name" else None
+        summary = status.summarize(name, ns, found.jobs, found.pods, queued)
         if resource is not None:  # -o json|yaml: under status.operator
             summary = operator_jobs.with_resource(summary, resource)
         current = utc_now()

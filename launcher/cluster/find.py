@@ -90,12 +90,15 @@ def job_events(cluster: Cluster, job: str, namespace: str | None = None) -> list
 WORKLOAD = "Workload.kueue.x-k8s.io"
 
 
-def workloads(cluster: Cluster, jobs: Sequence[Mapping[str, Any]]) -> list[Obj] | None:
-    """Kueue's Workloads of the Jobs it holds back (`admission.held`), found by the Job-uid
-    label Kueue gives them; None when they cannot be read (Kueue's CRDs are not installed, or
-    this user may not list them)."""
+def workloads(
+    cluster: Cluster, jobs: Sequence[Mapping[str, Any]], held_only: bool = True
+) -> list[Obj] | None:
+    """Kueue's Workloads of the Jobs it holds back (`admission.held`), or of every queued one
+    (`admission.queued`, with `held_only` False), found by the Job-uid label Kueue gives
+    them; None when they cannot be read (Kueue's CRDs are not installed, or this user may
+    not list them)."""
     found: list[Obj] = []
-    for job in admission.held(jobs):
+    for job in admission.held(jobs) if held_only else admission.queued(jobs):
         meta = reading.meta(job)
         selector = f"{admission.JOB_UID_LABEL}={meta.get('uid')}"
         try:

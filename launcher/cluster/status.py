@@ -78,6 +78,8 @@ class JobStatus:
     divergence: reading.Divergence | None = None
     """A worker that failed in a collective after its peers finished the program (the
     programs diverged: `reading.Divergence`), read from every pod of the job."""
+    evictions: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Kueue's evictions of its Workloads per reason (`admission.evictions`), when read."""
 
     @property
     def preemptions(self) -> preemptions_lib.Preemptions:
@@ -108,7 +110,8 @@ def summarize(
     workloads: Sequence[Obj] | None = None,
 ) -> JobStatus:
     """The status of job `name` from its Jobs and Pods (all of them, old attempts included);
-    with Kueue's `workloads` of its Jobs, a job Kueue holds back says why (`admission`)."""
+    with Kueue's `workloads` of its Jobs, a job Kueue holds back says why, and Kueue's
+    evictions are counted (`admission`)."""
     indexed = reading.indexed(jobs)
     expected = _expected_workers(jobs, indexed)
     by_index: dict[int, list[Obj]] = {}
@@ -134,6 +137,7 @@ def summarize(
         labels=common_labels(jobs),
         status=group,
         divergence=reading.pods_divergence(pods),
+        evictions=admission.evictions(workloads or ()),
     )
 
 

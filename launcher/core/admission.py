@@ -30,6 +30,11 @@ def queue_of(job: Obj) -> str | None:
     return str(queue) if queue else None
 
 
+def queued(jobs: Sequence[Obj]) -> list[Obj]:
+    """The Jobs queued in Kueue (its queue label), admitted or not."""
+    return [j for j in jobs if queue_of(j)]
+
+
 def held(jobs: Sequence[Obj]) -> list[Obj]:
     """The Jobs Kueue holds back: queued (the label) and suspended."""
     return [j for j in jobs if queue_of(j) and reading.spec(j).get("suspend") is True]
@@ -70,6 +75,33 @@ def _why(workloads: Sequence[Obj]) -> str:
     if why is None:  # its quota is released once the pods are gone
         return f"evicted ({eviction}); Kueue requeues it once its pods are gone"
     return f"{why} (evicted earlier: {eviction})"
+
+
+def evictions(workloads: Sequence[Obj]) -> dict[str, int]:
+    """How many times Kueue evicted the job's Workloads, per reason (`Preempted`,
+    `PodsReadyTimeout`, ...), from their `status.schedulingStats.evictions`. An eviction
+    removes the pods and queues the job again: not a failure, no retry used."""
+    counts: dict[str, int] = {}
+    for workload in workloads:
+        stats = reading.status(workload).get("schedulingStats") or {}
+        for eviction in stats.get("evictions") or []:
+            if isinstance(eviction, Mapping):
+                reason = str(eviction.get("reason") or "Evicted")
+                counts[reason] = counts.get(reason, 0) + int(eviction.get("count") or 0)
+    return {reason: count for reason, count in sorted(counts.items()) if count > 0}
+
+
+def describe_evictions(counts: Mapping[str, int]) -> str:
+    """`evicted by Kueue 2 times (Preempted 1, PodsReadyTimeout 1): ...` ("" when never)."""
+    total = sum(counts.values())
+    if not total:
+        return ""
+    times = "once" if total == 1 else f"{total} times"
+    reasons = ", ".join(r if total == 1 else f"{r} {n}" for r, n in counts.items())
+    return (
+        f"evicted by Kueue {times} ({reasons}): its pods were removed and it queued again, "
+        "resuming from its last save (not a restart)"
+    )
 
 
 def _conditions(workload: Obj) -> dict[str, Obj]:

@@ -9,6 +9,7 @@ at all, and `tflaunch status`/`wait` say why in Kueue's words; freeing quota adm
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import threading
@@ -326,6 +327,10 @@ def test_a_higher_priority_job_preempts_a_running_one_which_waits_and_then_succe
         job = cp.get("job", "low-worker", "-n", namespace)
         assert not (job.get("status") or {}).get("failed"), job["status"]  # no retry used
         assert _admitted(cp, "low", namespace)
+        shown = cp.tflaunch("status", "low", "-n", namespace, "-o", "json")
+        assert json.loads(shown.out)["status"]["kueueEvictions"] == {"Preempted": 1}, shown.out
+        said = cp.tflaunch("status", "low", "-n", namespace).out
+        assert "evicted by Kueue once (Preempted): " in said, said
     finally:
         if follower is not None:
             stop_process(follower)
