@@ -24,8 +24,8 @@ from tests.node.test_mnist import real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
-RESUMED = r"at step (?P<step>\d+) \(epoch \d+, step \d+\)"
-"""The trainer's resume line: the global step, and where in its epoch."""
+RESUMED = r"at step (?P<step>\d+) \(epoch 2, step [1-9]\d*\)"
+"""The trainer's resume line after a save inside epoch 2 (an epoch-end backup says `step 0`)."""
 
 # test_mnist's fixtures, here too: a fresh namespace and a claim on the node's disk.
 namespace = test_mnist.namespace
@@ -149,7 +149,7 @@ def test_a_job_preempted_through_kueue_saves_where_it_was_and_resumes_there_with
     ns = namespace
     low = queued_spec(
         tmp_path / "low.yaml", ns, trainer_image, "low", backoffLimit=0,
-        trainer={"epochs": 2, "stepsPerEpoch": 150}, checkpoint={"claimName": shared_claim},
+        trainer={"epochs": 2, "stepsPerEpoch": 600}, checkpoint={"claimName": shared_claim},
     )  # fmt: skip
     high = queued_spec(
         tmp_path / "high.yaml", ns, trainer_image, "high", priorityClassName=f"urgent-{ns}",
@@ -188,5 +188,5 @@ def test_a_job_preempted_through_kueue_saves_where_it_was_and_resumes_there_with
         resumed = [re.search(RESUMED, line) for line in worker_lines(logs, worker)
                    if "resuming from the backup" in line]  # fmt: skip
         assert len(resumed) == 1 and resumed[0] is not None, logs.out
-        # Saved where SIGTERM found it: past the first epoch's backup, short of the end.
-        assert 150 < int(resumed[0]["step"]) < 300, logs.out
+        # Saved where SIGTERM found it, inside the second epoch: not an epoch-end backup.
+        assert 600 < int(resumed[0]["step"]) < 1200, logs.out
