@@ -35,7 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, NoReturn
 
-from launcher.core import contract, exit_policy
+from launcher.core import contract, exit_policy, in_place
 from trainer import generations, known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog
@@ -482,9 +482,14 @@ def run_in_place(
             )
             repeated = group.repeated()
             if repeated:
-                log.error("every worker failed with %r: not restarted in place", repeated)
-                termination_message(repeated)
+                # Not retried by the Job either: the same program fails the same way.
+                log.error("every worker failed with %r: not restarted", repeated)
+                termination_message(f"every worker failed alike, a restart repeats it: {repeated}")
+                code = contract.EXIT_CONFIG_ERROR
                 return code
+            failures = group.failures() if generation > first else []
+            if failures:  # where status, wait and the operator read it (launcher.core.in_place)
+                print(in_place.format_line(generation, failures), flush=True)
             final, failed, exited = run_generation(args, cluster, env, group, generation)
             if final is not None:
                 code = final
