@@ -35,7 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, NoReturn
 
-from launcher.core import contract, exit_policy, in_place
+from launcher.core import contract, exit_policy
 from trainer import generations, known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog
@@ -489,7 +489,7 @@ def run_in_place(
                 return code
             failures = group.failures() if generation > first else []
             if failures:  # where status, wait and the operator read it (launcher.core.in_place)
-                print(in_place.format_line(generation, failures), flush=True)
+                print(contract.restart_line(generation, failures), flush=True)
             final, failed, exited = run_generation(args, cluster, env, group, generation)
             if final is not None:
                 code = final

@@ -1,13 +1,13 @@
-"""Restarts in place (spec.restart inPlace), as the chief's wrapper logs them.
+"""Restarts in place (spec.restart inPlace), as the wrappers log them.
 
 A restart in place replaces no pod and no container, so neither the Job nor the pods count
 it: only the wrappers know. At every generation the group enters after a failure, each
-wrapper prints one `TFLAUNCH_RESTART {...}` line naming the generation and every worker
-whose program failed by itself in the generation before (its error line, ending with the
-wrapper's "(the program exited 1)" or "(the program was killed by SIGKILL)"). `tflaunch
-status`/`wait` and the operator read these lines from the tail of the chief's log, like
-the progress lines, and say each one with `launcher.core.worker_end`'s words: one reading,
-the same sentence everywhere. Pure: lines in, values out.
+wrapper prints one `TFLAUNCH_RESTART {...}` line (`contract.restart_line`) naming the
+generation and every worker whose program failed by itself in the generation before (its
+error line, ending with the wrapper's "(the program exited 1)" or "(the program was killed
+by SIGKILL)"). `tflaunch status`/`wait` and the operator read these lines from the tail of
+the chief's log, like the progress lines, and say each one in `launcher.core.worker_end`'s
+words: one reading, the same sentence everywhere. Pure: lines in, values out.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from launcher.core import untrusted, worker_end
+from launcher.core import contract, untrusted, worker_end
 from launcher.core.worker_end import WorkerEnd
-
-RESTART_LINE_PREFIX = "TFLAUNCH_RESTART "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,18 +58,9 @@ def _end(worker: int, error: str) -> WorkerEnd:
     return WorkerEnd(worker, code, signal=signal, last_error=error)
 
 
-def format_line(generation: int, failed: Iterable[tuple[int, str]]) -> str:
-    """The wrapper's line for entering `generation` after `failed`."""
-    document = {
-        "generation": generation,
-        "failed": [{"worker": worker, "error": error[:500]} for worker, error in failed],
-    }
-    return RESTART_LINE_PREFIX + json.dumps(document)
-
-
 def parse_line(line: str) -> Restart | None:
     """The restart in one log line (wherever the prefix is in it); None for any other."""
-    _, found, rest = line.partition(RESTART_LINE_PREFIX)
+    _, found, rest = line.partition(contract.RESTART_LINE_PREFIX)
     if not found:
         return None
     try:
