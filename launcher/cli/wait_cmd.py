@@ -266,6 +266,8 @@ def wait_for_job(
     said_queued: str | None = None
     resource: dict[str, Any] | None = None
     training: job_progress.Seen | None = None
+    in_place_count = 0
+    said_in_place = 0
     read_at = -job_progress.REFRESH_SECONDS
     try:
         for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
@@ -323,12 +325,21 @@ def wait_for_job(
             for warning in missing.warnings(objects):
                 progress.say(f"warning: {warning}")
             if summary.state == "Running" and elapsed - read_at >= job_progress.REFRESH_SECONDS:
-                training = job_progress.latest(cluster, summary) or training
+                chief = job_progress.read_chief(cluster, summary)
+                training = chief.training or training
+                in_place_count = max(in_place_count, chief.restarts_in_place)
+                for restart in chief.restarts:  # one line per restart in place, with its cause
+                    if restart.generation > said_in_place:
+                        said_in_place = restart.generation
+                        progress.say(
+                            f"{name}: restart in place {restart.generation}: "
+                            f"{restart.describe()}; every worker restarts its program in its "
+                            "pod, resuming from the last checkpoint"
+                        )
                 read_at = elapsed
             line = status.progress_line(
-                summary, elapsed, training.short() if training else None,
-                training.progress.generation if training else None,
-            )  # fmt: skip
+                summary, elapsed, training.short() if training else None, in_place_count
+            )
             progress.show(line, line.rpartition(", ")[0])
             if summary.state == "Succeeded":
                 preempted_text = summary.preemptions.words()
