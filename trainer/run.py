@@ -500,13 +500,12 @@ def run_in_place(
                 return code
             generation = group.leave(failed, exited)
             if generation > args.restart_in_place:
-                log.error(
-                    "the group failed %d times, the budget of restarts in place "
-                    "(spec.backoffLimit) is spent; exiting %d",
-                    generation,
-                    code,
-                )
-                termination_message(failed or "the group moved on past the restart budget")
+                # The worker whose program failed ends the Job (exit 76: FailJob), with its
+                # error; one stopped with the group exits 1, never taken for the cause.
+                spent = f"the group restarted {generation - 1} times (spec.backoffLimit)"
+                code = contract.EXIT_RESTARTS_SPENT if failed else contract.EXIT_TRANSIENT
+                log.error("%s; the budget is spent: exiting %d", spent, code)
+                termination_message(f"{failed}; {spent}" if failed else f"stopped: {spent}")
                 return code
             log.warning("restarting in place at generation %d", generation)
     finally:

@@ -19,6 +19,10 @@ EXIT_TRANSIENT = 1
 """Anything that may succeed when retried (a peer died, a collective timed out)."""
 EXIT_RENDEZVOUS_TIMEOUT = 75
 """EX_TEMPFAIL: peers never became reachable; the Job may retry."""
+EXIT_RESTARTS_SPENT = 76
+"""With spec.restart inPlace: the program failed again after spec.backoffLimit group
+restarts in place; retrying by recreating the pods would only spend a second budget. The
+Job's podFailurePolicy turns it into FailJob. (76: EX_PROTOCOL, unused by the trainer.)"""
 EXIT_CONFIG_ERROR = 78
 """EX_CONFIG: retrying cannot help (bad TF_CONFIG, missing data, GPUs not visible...).
 The Job's podFailurePolicy turns this exit code into FailJob."""

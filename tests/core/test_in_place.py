@@ -3,7 +3,7 @@ the one reading `tflaunch status`, `wait` and the operator count and name them w
 
 from __future__ import annotations
 
-from launcher.core import contract, in_place
+from launcher.core import contract, exit_policy, in_place, worker_end
 
 KILLED = "step 40/100 (the program was killed by SIGKILL)"
 NAME_ERROR = "NameError: name 'modle' is not defined (the program exited 1)"
@@ -59,3 +59,21 @@ def test_an_error_line_from_a_program_is_cut_to_its_last_line() -> None:
     )
     assert found.failed == ((1, "second (the program exited 2)"),)
     assert found.describe() == "worker 1 exited 2: second"
+
+
+def test_a_worker_that_spent_the_budget_in_place_is_the_cause_said_with_its_error() -> None:
+    """The wrapper past spec.backoffLimit restarts in place: exit 76 (FailJob) for the worker
+    whose program failed, 1 for one stopped with the group."""
+    spent = f"{KILLED}; the group restarted 2 times (spec.backoffLimit)"
+    ends = [
+        worker_end.WorkerEnd(0, 1, last_error="stopped: the group restarted 2 times"),
+        worker_end.WorkerEnd(1, contract.EXIT_RESTARTS_SPENT, last_error=spent),
+    ]
+    assert worker_end.account(ends) == (
+        "worker 1 exited 76 (restart budget spent): step 40/100 (the program was killed by "
+        "SIGKILL); the group restarted 2 times (spec.backoffLimit) (worker 0 exited 1 too)"
+    )
+    assert worker_end.not_retried(ends[1]) == (
+        "not retried: the group restarted spec.backoffLimit times already"
+    )
+    assert exit_policy.job_action(contract.EXIT_RESTARTS_SPENT) == "FailJob"

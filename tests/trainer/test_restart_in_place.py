@@ -158,17 +158,20 @@ def test_the_survivor_is_stopped_at_once_not_after_a_collective_timeout(
     assert "worker 1 is at generation 1: stopping this generation's program" in err
 
 
-def test_past_the_budget_every_wrapper_exits_1_for_todays_group_restart(
+def test_past_the_budget_the_failing_worker_ends_the_job_with_its_error_and_the_count(
     tmp_path: Path, groups: list[Group]
 ) -> None:
+    """Exit 76 is the Job's FailJob: recreating the pods would spend a second budget. The
+    worker stopped with the group exits 1, so it is never taken for the cause."""
     always_fails = "print('RuntimeError: the data loader broke', flush=True); sys.exit(1)"
     group = Group(tmp_path, ["time.sleep(120)", always_fails], budget=2)
     groups.append(group)
+    codes = {}
     for i in range(2):
-        code, err = group.finish(i)
-        assert code == contract.EXIT_TRANSIENT, err
+        codes[i], err = group.finish(i)
         assert group.generations(i) == [0, 1, 2]
-    assert "budget of restarts in place (spec.backoffLimit) is spent" in err
+        assert "the group restarted 2 times (spec.backoffLimit); the budget is spent" in err
+    assert codes == {0: contract.EXIT_TRANSIENT, 1: contract.EXIT_RESTARTS_SPENT}
 
 
 def test_a_config_error_ends_the_worker_without_a_restart(
