@@ -269,6 +269,19 @@ def wait_for_job(
     in_place_count = 0
     said_in_place = 0
     read_at = -job_progress.REFRESH_SECONDS
+
+    def say_restarts_in_place(chief: job_progress.Chief) -> None:
+        """One line per restart in place not said yet, with its worker and cause."""
+        nonlocal said_in_place
+        for restart in chief.restarts:
+            if restart.generation > said_in_place:
+                said_in_place = restart.generation
+                progress.say(
+                    f"{name}: restart in place {restart.generation}: {restart.describe()}; "
+                    "every worker restarts its program in its pod, resuming from the last "
+                    "checkpoint"
+                )
+
     try:
         for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
@@ -328,19 +341,15 @@ def wait_for_job(
                 chief = job_progress.read_chief(cluster, summary)
                 training = chief.training or training
                 in_place_count = max(in_place_count, chief.restarts_in_place)
-                for restart in chief.restarts:  # one line per restart in place, with its cause
-                    if restart.generation > said_in_place:
-                        said_in_place = restart.generation
-                        progress.say(
-                            f"{name}: restart in place {restart.generation}: "
-                            f"{restart.describe()}; every worker restarts its program in its "
-                            "pod, resuming from the last checkpoint"
-                        )
+                say_restarts_in_place(chief)
                 read_at = elapsed
             line = status.progress_line(
                 summary, elapsed, training.short() if training else None, in_place_count
             )
             progress.show(line, line.rpartition(", ")[0])
+            if summary.finished and not ended_before:
+                # The restarts in place since the last read (up to REFRESH_SECONDS ago).
+                say_restarts_in_place(job_progress.read_chief(cluster, summary))
             if summary.state == "Succeeded":
                 preempted_text = summary.preemptions.words()
                 also = f" ({preempted_text})" if preempted_text else ""
