@@ -16,7 +16,7 @@ from launcher.core import progress as progress_lib
 from launcher.core.progress import Progress
 from launcher.operator import in_place
 from launcher.operator.metrics import OperatorMetrics
-from tests.operator.sim import T0, Cluster, resource
+from tests.operator.sim import T0, Cluster, resource, result_log
 
 KILLED = "Epoch 2/5 (the program was killed by SIGKILL)"
 PEER = "UnavailableError: Collective ops is aborted by: worker 1 (the program exited 1)"
@@ -97,6 +97,17 @@ def test_the_budget_spent_in_place_fails_the_job_at_once_naming_the_cause() -> N
     assert cluster.status.restarts == 2
     assert "worker 1 was killed by SIGKILL: Epoch 2/5" in cluster.status.message
     assert "restarted 2 times" in cluster.status.message
+
+
+def test_the_restarts_in_place_since_the_last_read_are_counted_when_the_job_succeeds() -> None:
+    cluster = running()
+    cluster.chief_log = log(1)
+    cluster.now = T0 + 5 * SECOND  # progress not due: the ended pods are why the log is read
+    cluster.complete(termination_message=result_log())  # the result needs no log read
+    cluster.settle()
+    assert cluster.status.phase == "Succeeded"
+    assert cluster.status.restarts == 1
+    assert cluster.status.last_restart_in_place.startswith("restart in place 1: worker 1 was")
 
 
 def test_a_recreate_job_reads_no_log_when_a_pod_fails() -> None:
