@@ -462,6 +462,12 @@ def first_generation(env: Mapping[str, str]) -> int:
     return int(raw)
 
 
+SPENT_STOPPED_DELAY_SECONDS = 3.0
+"""Once the budget is spent, how long a worker stopped with the group waits before its exit
+1, which the Job's backoffLimit would count and replace: the failed worker's exit 76 fails
+the Job first (the kubelet reports an exit within about a second)."""
+
+
 def run_in_place(
     args: argparse.Namespace, cluster: preflight.WorkerGroup, env: MutableMapping[str, str]
 ) -> int:
@@ -506,6 +512,8 @@ def run_in_place(
                 code = contract.EXIT_RESTARTS_SPENT if failed else contract.EXIT_TRANSIENT
                 log.error("%s; the budget is spent: exiting %d", spent, code)
                 termination_message(f"{failed}; {spent}" if failed else f"stopped: {spent}")
+                if not failed:  # the Job controller sees the FailJob exit first: no new pod
+                    time.sleep(SPENT_STOPPED_DELAY_SECONDS)
                 return code
             log.warning("restarting in place at generation %d", generation)
     finally:
