@@ -251,6 +251,16 @@ class Group:
             erred = any(r.exited and r.generation > current for r, _ in self._heard.values())
         return SETTLE_SECONDS if erred else 0.0
 
+    def failures(self) -> list[tuple[int, str]]:
+        """At a barrier just passed: (worker, error line) of every worker whose program
+        failed by itself in the previous generation, this one's included."""
+        with self._news:
+            current = self._me.generation
+            reports = [self._me, *(report for report, _ in self._heard.values())]
+            return sorted(
+                (r.worker, r.failed) for r in reports if r.failed and r.generation == current
+            )
+
     def repeated(self) -> str:
         """At a barrier just passed: the error line when every worker's program failed by
         itself with it in the previous generation, else ""."""

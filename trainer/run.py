@@ -462,6 +462,12 @@ def first_generation(env: Mapping[str, str]) -> int:
     return int(raw)
 
 
+SPENT_STOPPED_DELAY_SECONDS = 3.0
+"""Once the budget is spent, how long a worker stopped with the group waits before its exit
+1, which the Job's backoffLimit would count and replace: the failed worker's exit 76 fails
+the Job first (the kubelet reports an exit within about a second)."""
+
+
 def run_in_place(
     args: argparse.Namespace, cluster: preflight.WorkerGroup, env: MutableMapping[str, str]
 ) -> int:
@@ -482,9 +488,14 @@ def run_in_place(
             )
             repeated = group.repeated()
             if repeated:
-                log.error("every worker failed with %r: not restarted in place", repeated)
-                termination_message(repeated)
+                # Not retried by the Job either: the same program fails the same way.
+                log.error("every worker failed with %r: not restarted", repeated)
+                termination_message(f"every worker failed alike, a restart repeats it: {repeated}")
+                code = contract.EXIT_CONFIG_ERROR
                 return code
+            failures = group.failures() if generation > first else []
+            if failures:  # where status, wait and the operator read it (launcher.core.in_place)
+                print(contract.restart_line(generation, failures), flush=True)
             final, failed, exited = run_generation(args, cluster, env, group, generation)
             if final is not None:
                 code = final
@@ -495,13 +506,14 @@ def run_in_place(
                 return code
             generation = group.leave(failed, exited)
             if generation > args.restart_in_place:
-                log.error(
-                    "the group failed %d times, the budget of restarts in place "
-                    "(spec.backoffLimit) is spent; exiting %d",
-                    generation,
-                    code,
-                )
-                termination_message(failed or "the group moved on past the restart budget")
+                # The worker whose program failed ends the Job (exit 76: FailJob), with its
+                # error; one stopped with the group exits 1, never taken for the cause.
+                spent = f"the group restarted {generation - 1} times (spec.backoffLimit)"
+                code = contract.EXIT_RESTARTS_SPENT if failed else contract.EXIT_TRANSIENT
+                log.error("%s; the budget is spent: exiting %d", spent, code)
+                termination_message(f"{failed}; {spent}" if failed else f"stopped: {spent}")
+                if not failed:  # the Job controller sees the FailJob exit first: no new pod
+                    time.sleep(SPENT_STOPPED_DELAY_SECONDS)
                 return code
             log.warning("restarting in place at generation %d", generation)
     finally:

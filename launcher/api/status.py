@@ -119,6 +119,13 @@ class Status:
         "within an epoch of that step stops the job.",
         "",
     )
+    last_restart_in_place: str = _field(
+        "lastRestartInPlace",
+        "With spec.restart inPlace, the last group restart inside the same pods (counted in "
+        "restarts) and its cause, e.g. `restart in place 2: worker 1 was killed by SIGKILL: "
+        "...`, from the workers' own log line.",
+        "",
+    )
     last_preemption_time: str | None = _field(
         "lastPreemptionTime", "When the last counted preemption's first worker exited.", None
     )

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from launcher.cluster import status as status_lib
-from launcher.core import documents, timestamps
+from launcher.core import documents, in_place, timestamps
 from launcher.core import progress as progress_lib
 from launcher.core.errors import ClusterError
 from launcher.core.progress import Progress
@@ -80,15 +80,47 @@ def chief_pod(summary: status_lib.JobStatus) -> str | None:
     return chief.pod
 
 
-def latest(cluster: Cluster, summary: status_lib.JobStatus) -> Seen | None:
-    """The job's latest progress from the tail of the chief's log (a job the operator runs
-    shows its MultiWorkerJob's status.progress instead: `from_resource`)."""
+@dataclasses.dataclass(frozen=True)
+class Chief:
+    """What the tail of the chief's log says: where training stands, and the group's
+    restarts in place (spec.restart inPlace: no pod or container counts them)."""
+
+    training: Seen | None = None
+    restarts: tuple[in_place.Restart, ...] = ()
+
+    @property
+    def restarts_in_place(self) -> int:
+        generation = self.training.progress.generation if self.training else None
+        return in_place.count(self.restarts, generation)
+
+    def restarts_words(self) -> str | None:
+        """`restarts in place: 2; the last: worker 1 was killed by SIGKILL: ...`."""
+        count = self.restarts_in_place
+        if not count:
+            return None
+        last = f"; the last: {self.restarts[-1].describe()}" if self.restarts else ""
+        return f"restarts in place: {count}{last}"
+
+
+def from_chief_log(log: str | None) -> Chief:
+    lines = (log or "").splitlines()
+    return Chief(from_log(log), tuple(in_place.restarts(lines)))
+
+
+def read_chief(cluster: Cluster, summary: status_lib.JobStatus) -> Chief:
+    """The tail of the chief's log, read once (a job the operator runs shows its
+    MultiWorkerJob's status.progress and status.restarts instead: `from_resource`)."""
     from launcher.cluster import logs
 
     pod = chief_pod(summary)
     if pod is None:
-        return None
+        return Chief()
     try:
-        return from_log(logs.pod_log_tail(cluster, pod, summary.namespace, LOG_TAIL_LINES))
+        return from_chief_log(logs.pod_log_tail(cluster, pod, summary.namespace, LOG_TAIL_LINES))
     except ClusterError:
-        return None
+        return Chief()
+
+
+def latest(cluster: Cluster, summary: status_lib.JobStatus) -> Seen | None:
+    """The job's latest progress from the tail of the chief's log (`read_chief`)."""
+    return read_chief(cluster, summary).training

@@ -105,6 +105,8 @@ def summary_lines(resource: Mapping[str, Any], now: datetime.datetime) -> list[s
     ]
     if current.message:
         lines.append(f"{current.reason or 'message'}: {current.message}")
+    if current.last_restart_in_place:
+        lines.append(f"last {current.last_restart_in_place}")
     training = job_progress.from_resource(resource)
     if training is not None:
         lines.append(f"training: {training.words(now)}")
@@ -155,8 +157,12 @@ def wait_for_multiworkerjob(
         current = status_of(current_obj)
         if current.restarts > announced:
             announced = current.restarts
-            say(f"{name}: the operator restarts the group (restart {current.restarts}): "
-                f"{current.message}")  # fmt: skip
+            if current.last_restart_in_place.startswith(f"restart in place {announced}:"):
+                say(f"{name}: {current.last_restart_in_place}; every worker restarts its "
+                    "program in its pod, resuming from the last checkpoint")  # fmt: skip
+            else:
+                say(f"{name}: the operator restarts the group (restart {current.restarts}): "
+                    f"{current.message}")  # fmt: skip
         if current.preemptions > preempted:
             preempted = current.preemptions
             say(f"{name}: {api_status.describe_preemptions(current)}")

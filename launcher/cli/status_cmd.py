@@ -77,10 +77,12 @@ def status_command(
         current = utc_now()
         text = output.render([summary], fmt, current, single=True)
         if fmt in (None, "wide") and resource is None:  # where training stands (the chief's log)
-            training = job_progress.latest(cluster, summary)
-            if training is not None:
+            chief = job_progress.read_chief(cluster, summary)
+            lines = [f"training: {chief.training.words(current)}"] if chief.training else []
+            lines += [restarts] if (restarts := chief.restarts_words()) else []
+            if lines:
                 heading, _, table = text.partition("\n")
-                text = f"{heading}\ntraining: {training.words(current)}\n{table}"
+                text = "\n".join([heading, *lines, table])
         click.echo(text)
         return ExitStatus.SUCCESS
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends

@@ -266,7 +266,22 @@ def wait_for_job(
     said_queued: str | None = None
     resource: dict[str, Any] | None = None
     training: job_progress.Seen | None = None
+    in_place_count = 0
+    said_in_place = 0
     read_at = -job_progress.REFRESH_SECONDS
+
+    def say_restarts_in_place(chief: job_progress.Chief) -> None:
+        """One line per restart in place not said yet, with its worker and cause."""
+        nonlocal said_in_place
+        for restart in chief.restarts:
+            if restart.generation > said_in_place:
+                said_in_place = restart.generation
+                progress.say(
+                    f"{name}: restart in place {restart.generation}: {restart.describe()}; "
+                    "every worker restarts its program in its pod, resuming from the last "
+                    "checkpoint"
+                )
+
     try:
         for objects in watch.watch_job(cluster, name, namespace, tick=0.5):
             elapsed = time.monotonic() - start
@@ -323,13 +338,18 @@ def wait_for_job(
             for warning in missing.warnings(objects):
                 progress.say(f"warning: {warning}")
             if summary.state == "Running" and elapsed - read_at >= job_progress.REFRESH_SECONDS:
-                training = job_progress.latest(cluster, summary) or training
+                chief = job_progress.read_chief(cluster, summary)
+                training = chief.training or training
+                in_place_count = max(in_place_count, chief.restarts_in_place)
+                say_restarts_in_place(chief)
                 read_at = elapsed
             line = status.progress_line(
-                summary, elapsed, training.short() if training else None,
-                training.progress.generation if training else None,
-            )  # fmt: skip
+                summary, elapsed, training.short() if training else None, in_place_count
+            )
             progress.show(line, line.rpartition(", ")[0])
+            if summary.finished and not ended_before:
+                # The restarts in place since the last read (up to REFRESH_SECONDS ago).
+                say_restarts_in_place(job_progress.read_chief(cluster, summary))
             if summary.state == "Succeeded":
                 preempted_text = summary.preemptions.words()
                 also = f" ({preempted_text})" if preempted_text else ""

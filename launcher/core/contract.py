@@ -7,6 +7,7 @@ a change here changes both. It must stay free of TensorFlow and Kubernetes impor
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,10 @@ EXIT_TRANSIENT = 1
 """Anything that may succeed when retried (a peer died, a collective timed out)."""
 EXIT_RENDEZVOUS_TIMEOUT = 75
 """EX_TEMPFAIL: peers never became reachable; the Job may retry."""
+EXIT_RESTARTS_SPENT = 76
+"""With spec.restart inPlace: the program failed again after spec.backoffLimit group
+restarts in place; retrying by recreating the pods would only spend a second budget. The
+Job's podFailurePolicy turns it into FailJob. (76: EX_PROTOCOL, unused by the trainer.)"""
 EXIT_CONFIG_ERROR = 78
 """EX_CONFIG: retrying cannot help (bad TF_CONFIG, missing data, GPUs not visible...).
 The Job's podFailurePolicy turns this exit code into FailJob."""
@@ -57,6 +62,22 @@ ENV_RESTARTS = "TFLAUNCH_RESTARTS"
 CONTROL_PORT_OFFSET = 1
 """A worker restarted in place (spec.restart inPlace) answers its peers on its TensorFlow
 port + this: the wrapper's generation barrier (trainer/generations.py)."""
+
+RESTART_LINE_PREFIX = "TFLAUNCH_RESTART "
+"""Starts the line each wrapper prints as the group enters a generation after a failure
+(spec.restart inPlace): `TFLAUNCH_RESTART {"generation": 1, "failed": [{"worker": 1,
+"error": "..."}]}`, every worker whose program failed by itself with its error line.
+`launcher.core.in_place` reads it: no pod or container restart counts a restart in place."""
+
+
+def restart_line(generation: int, failed: Sequence[tuple[int, str]]) -> str:
+    """The wrapper's RESTART_LINE_PREFIX line for entering `generation` after `failed`."""
+    document = {
+        "generation": generation,
+        "failed": [{"worker": worker, "error": error[:500]} for worker, error in failed],
+    }
+    return RESTART_LINE_PREFIX + json.dumps(document)
+
 
 ENV_LOG_LEVEL = "TFLAUNCH_LOG_LEVEL"
 """"debug" shows TensorFlow's own log lines: the trainer lets its C++ INFO and its Python

@@ -41,6 +41,13 @@ RULES = (
         "not retried: a restart cannot fix it",
     ),
     ExitRule(
+        contract.EXIT_RESTARTS_SPENT,
+        "FailJob",
+        "fail",
+        "restart budget spent",
+        "not retried: the group restarted spec.backoffLimit times already",
+    ),
+    ExitRule(
         contract.EXIT_PREEMPTED,
         "Ignore",
         "resume",

@@ -37,7 +37,7 @@ from launcher.core.errors import (
     TflaunchError,
     TransientClusterError,
 )
-from launcher.operator import crd, leader, observe, progress, reconcile, tenancy
+from launcher.operator import crd, in_place, leader, observe, progress, reconcile, tenancy
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -272,6 +272,7 @@ class Recorder(Protocol):
         name: str,
         resource: Mapping[str, Any] | None,
         new_status: crd.Status | None,
+        restarted_in_place: int = 0,
     ) -> None: ...
 
 
@@ -352,7 +353,12 @@ class Controller:
             return ERROR_RETRY_SECONDS
         self._errors.pop(key, None)
         if self.metrics is not None:
-            self.metrics.reconciled(namespace, name, outcome.resource, outcome.plan.status)
+            in_place_events = [
+                e for e in outcome.plan.events if e.reason == in_place.RESTARTED_IN_PLACE
+            ]
+            self.metrics.reconciled(
+                namespace, name, outcome.resource, outcome.plan.status, len(in_place_events)
+            )
         if outcome.resource is not None:
             for event in outcome.plan.events:
                 self.emit(outcome.resource, event)

@@ -51,7 +51,15 @@ class OperatorMetrics:
         )
         self.restarts = Counter(
             "tflaunch_group_restarts",
-            "Whole worker-group restarts the operator started (a worker failed), by namespace.",
+            "Whole worker-group restarts (a worker failed), by namespace: the operator's, and "
+            "with spec.restart inPlace the workers' own (tflaunch_group_restarts_in_place).",
+            ["namespace"],
+            registry=self.registry,
+        )
+        self.restarts_in_place = Counter(
+            "tflaunch_group_restarts_in_place",
+            "Of those, the restarts inside the same pods (spec.restart inPlace) the operator "
+            "counted from the workers' log, by namespace.",
             ["namespace"],
             registry=self.registry,
         )
@@ -86,9 +94,13 @@ class OperatorMetrics:
         name: str,
         resource: Mapping[str, Any] | None,
         new_status: crd.Status | None,
+        restarted_in_place: int = 0,
     ) -> None:
-        """Record what one reconcile saw (`resource`: None when it is gone) and wrote."""
+        """Record what one reconcile saw (`resource`: None when it is gone) and wrote, and
+        how many restarts in place it counted."""
         old = (resource or {}).get("status") or {}
+        if restarted_in_place:
+            self.restarts_in_place.labels(namespace=namespace).inc(restarted_in_place)
         if new_status is not None and new_status.restarts > int(old.get("restarts") or 0):
             self.restarts.labels(namespace=namespace).inc(
                 new_status.restarts - int(old.get("restarts") or 0)

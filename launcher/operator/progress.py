@@ -32,12 +32,21 @@ def due(old: Status, now: datetime.datetime) -> bool:
 
 def log_wanted(observed: Observed, old: Status) -> str | None:
     """The chief pod whose log to read for progress now, else None: only while the group
-    runs (phase Running, the chief's pod Running) and the last read is old enough."""
-    if old.phase != "Running" or not due(old, observed.now):
+    runs (phase Running, the chief's pod Running) and the last read is old enough. With
+    spec.restart inPlace also at once when a worker pod has ended (failed: the budget may
+    be spent; succeeded: the job may be), whatever the chief's pod's phase: its log has the
+    restarts in place since the last read, which the decision counts (`in_place`)."""
+    if old.phase != "Running":
         return None
     _, pods = owned(observed)
-    chief = chief_pod(p for p in pods if not terminating(p))
-    if chief is None or reading.phase(chief) != "Running":
+    live = [p for p in pods if not terminating(p)]
+    chief = chief_pod(live)
+    if chief is None:
+        return None
+    in_place = reading.spec(observed.resource).get("restart") == "inPlace"
+    if in_place and any(reading.ended(p) for p in live):
+        return name_of(chief) if reading.phase(chief) != "Pending" else None
+    if not due(old, observed.now) or reading.phase(chief) != "Running":
         return None
     return name_of(chief)
 

@@ -44,7 +44,7 @@ from launcher.core import (
 )
 from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
-from launcher.operator import crd, outcome, preemptions
+from launcher.operator import crd, in_place, outcome, preemptions
 from launcher.operator import progress as progress_status
 from launcher.operator.children import bool_text, children, remaining_deadline, trimmed
 from launcher.operator.conditions import (
@@ -95,11 +95,15 @@ def decide(observed: Observed) -> Plan:
         job = load.job_from_document(trimmed(resource))
     except SpecError as error:
         return _invalid_spec(observed, old, jobs, error)
-    plan = _run(observe(observed, job, old, jobs, pods))
+    # Restarts in place first: they spend the budget the decision reads (status.restarts).
+    counted, restarted = in_place.counted(old, observed.chief_log)
+    plan = _run(observe(observed, job, counted, jobs, pods))
+    unchanged = counted if counted != old else None  # plan.status None: counted as it is
     status, requeue = progress_status.refreshed(
-        plan.status, old, observed.chief_log, observed.now, plan.requeue_after
+        plan.status or unchanged, counted, observed.chief_log, observed.now, plan.requeue_after
     )
-    return dataclasses.replace(plan, status=status, requeue_after=requeue)
+    events = (*restarted, *plan.events)
+    return dataclasses.replace(plan, status=status, requeue_after=requeue, events=events)
 
 
 def rejected(observed: Observed, error: str) -> Plan:

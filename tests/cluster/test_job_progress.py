@@ -12,7 +12,7 @@ from typing import Any
 
 from launcher.cli import job_progress
 from launcher.cluster import status
-from launcher.core import progress
+from launcher.core import contract, progress
 from launcher.core.progress import Progress
 from tests.cluster.conftest import Result, job_objects
 from tests.cluster.fakeapi import FakeKubernetes
@@ -100,6 +100,48 @@ def test_wait_shows_the_chiefs_progress_from_its_log(
 
     assert result.code == 4, result  # still running
     assert "mnist: running, 2/2 workers running, epoch 2/5 step 120/469 ETA 1m20s, " in result.err
+
+
+RESTART = contract.restart_line(
+    1, [(0, "UnavailableError: Collective ops is aborted by: peer 1 (the program exited 1)"),
+        (1, "Epoch 1/5 (the program was killed by SIGKILL)")],
+)  # fmt: skip
+"""The wrappers' line for a group restarted in place after worker 1's program was killed."""
+
+
+def test_status_counts_and_names_the_restarts_in_place_from_the_chiefs_log(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
+) -> None:
+    fake.log(
+        "mnist-worker-0-a0", RESTART, progress.format_line(Progress(1, 5, 9, 469, generation=1))
+    )
+
+    result = tflaunch("status", "mnist")
+
+    assert result.code == 0
+    assert result.out.splitlines()[2] == (
+        "restarts in place: 1; the last: worker 1 was killed by SIGKILL: Epoch 1/5 "
+        "(worker 0 exited 1 too)"
+    )
+
+
+def test_wait_says_each_restart_in_place_once_with_the_worker_and_its_cause(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
+) -> None:
+    again = contract.restart_line(2, [(1, "Epoch 2/5 (the program was killed by SIGKILL)")])
+    fake.log("mnist-worker-0-a0", RESTART, LINE, again, RESTART)
+
+    result = tflaunch("wait", "mnist", "--timeout", "1")
+
+    assert result.code == 4, result  # still running
+    said = [line for line in result.err.splitlines() if ": restart in place " in line]
+    assert said == [
+        "mnist: restart in place 1: worker 1 was killed by SIGKILL: Epoch 1/5 (worker 0 exited "
+        "1 too); every worker restarts its program in its pod, resuming from the last checkpoint",
+        "mnist: restart in place 2: worker 1 was killed by SIGKILL: Epoch 2/5; every worker "
+        "restarts its program in its pod, resuming from the last checkpoint",
+    ]
+    assert "restarts in place: 2, " in result.err
 
 
 def test_on_a_terminal_waits_line_is_redrawn_in_place_and_cut_to_its_width(

@@ -358,3 +358,28 @@ def test_a_timeout_that_is_not_a_duration_is_one_line_naming_the_flag(
     assert result.code == ExitStatus.BAD_INPUT
     (line,) = result.err.strip().splitlines()
     assert "'--timeout'" in line and "e.g. 90s, 5m or 1h30m" in line, line
+
+
+def test_a_restart_in_place_since_the_last_read_is_said_when_the_job_ends(
+    tflaunch: Tflaunch, fake: FakeKubernetes, running: dict[str, Any], later: Later
+) -> None:
+    """wait reads the chief's log every 15 s: the end's read says what came after the last."""
+    from launcher.core import contract
+
+    def restart_then_complete() -> None:
+        killed = "Epoch 2/5 (the program was killed by SIGKILL)"
+        fake.log("mnist-worker-0-a0", contract.restart_line(1, [(1, killed)]))
+        fake.put(pod_for(running, 0, phase="Succeeded", exit_code=0))
+        fake.put(pod_for(running, 1, phase="Succeeded", exit_code=0))
+        fake.put(with_condition(running, "Complete"))
+
+    later(0.3, restart_then_complete)
+
+    result = tflaunch("wait", "mnist", "--timeout", "10")
+
+    assert result.code == ExitStatus.SUCCESS
+    said = [line for line in result.err.splitlines() if "restart in place" in line]
+    assert said == [
+        "mnist: restart in place 1: worker 1 was killed by SIGKILL: Epoch 2/5; every worker "
+        "restarts its program in its pod, resuming from the last checkpoint"
+    ]

@@ -13,6 +13,8 @@ operator's pods select and tolerate the real node, and the tenancy lists allow j
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from launcher.api.identity import GROUP, PLURAL
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import CHART, _helm_binary
 from tests.node import test_mnist as mnist
+from tests.node import test_restart_in_place as in_place_test
 from tests.node.conftest import NODE_NAME, REAL_NODE, built_archive, node_sh
 from tests.node.test_mnist import kill_worker_1_after_the_first_backup, real_node_spec, worker_lines
 
@@ -190,6 +193,55 @@ def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
     assert len(resumed) == 1, logs.out
     status_json = json.loads(cp.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
     assert status_json["status"]["operator"]["restarts"] == 1, status_json
+
+
+@pytest.mark.timeout(1200)
+def test_an_in_place_multiworkerjob_restarts_in_the_same_pods_and_the_operator_counts_it(
+    real_node: ControlPlane,
+    release: str,
+    trainer_image: str,
+    namespace: str,
+    shared_claim: str,
+    tmp_path: Path,
+) -> None:
+    """spec.restart inPlace under the operator's pod: the program inside worker 1's container
+    SIGKILLed -> the wrappers restart the group in the same pods; the operator counts it from
+    the chief's log (status.restarts 1, status.lastRestartInPlace, one RestartedInPlace
+    event) and records the success."""
+    cp = real_node
+    document = multiworkerjob(
+        tmp_path / "mwj.yaml", namespace, trainer_image, epochs=3, stepsPerEpoch=150
+    )
+    document["spec"].update(checkpoint={"claimName": shared_claim}, restart="inPlace")
+    cp.apply(document)
+    eventually(
+        lambda: mnist.backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    before = {p["metadata"]["uid"]: p for p in cp.get("pods", "-n", namespace)["items"]}
+    (worker_1,) = [
+        p["metadata"]["name"]
+        for p in before.values()
+        if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1"
+    ]
+
+    os.kill(in_place_test.program_of(worker_1), signal.SIGKILL)
+
+    succeeded(cp, namespace, release, restarts=1, what="the MultiWorkerJob Succeeded in place")
+    after = {p["metadata"]["uid"]: p for p in cp.get("pods", "-n", namespace)["items"]}
+    assert set(after) == set(before), "a pod was replaced"
+    assert all(
+        c["restartCount"] == 0 for p in after.values() for c in p["status"]["containerStatuses"]
+    ), after
+    status = cp.get("mwj", "mnist", "-n", namespace)["status"]
+    assert status["lastRestartInPlace"].startswith(
+        "restart in place 1: worker 1 was killed by SIGKILL"
+    ), status
+    events = cp.get("events", "-n", namespace)["items"]
+    in_place = [e["message"] for e in events if e["reason"] == "RestartedInPlace"]
+    assert len(in_place) == 1 and in_place[0].startswith("restart in place 1: worker 1"), in_place
+    summary = cp.tflaunch("status", "mnist", "-n", namespace)
+    assert "last restart in place 1: worker 1 was killed by SIGKILL" in summary.out, summary
 
 
 @pytest.mark.timeout(1200)

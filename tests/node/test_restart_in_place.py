@@ -105,6 +105,12 @@ def test_a_killed_program_restarts_the_group_in_the_same_pods_from_one_checkpoin
         assert any("restarting in place at generation 1" in line for line in lines), logs.out
     steps = resumed_steps(logs.out, logs)
     assert steps[0] == steps[1] and steps[0] >= 150, steps  # one checkpoint, never from scratch
+    # Counted and named, though no pod or container restarted (launcher.core.in_place).
+    said = [line for line in wait.err.splitlines() if ": restart in place " in line]
+    assert len(said) == 1, wait.err
+    assert said[0].startswith("mnist: restart in place 1: worker 1 was killed by SIGKILL"), said
+    status = real_node.tflaunch("status", "mnist", "-n", namespace)
+    assert "restarts in place: 1; the last: worker 1 was killed by SIGKILL" in status.out, status
 
 
 @pytest.mark.timeout(1200)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core import contract
+from launcher.core import contract, in_place
 from launcher.local.runner import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,6 +70,7 @@ class Group:
         ports = free_control_ports(len(bodies))
         self.addresses = [f"127.0.0.1:{port}" for port in ports]
         self.processes = [self.start(i) for i in range(len(bodies))]
+        self.out: dict[int, str] = {}
 
     def start(self, index: int) -> subprocess.Popen[str]:
         tf_config = {
@@ -89,7 +90,7 @@ class Group:
         return [int(line) for line in runs.read_text().split()] if runs.exists() else []
 
     def finish(self, index: int) -> tuple[int, str]:
-        _, err = self.processes[index].communicate(timeout=TIMEOUT)
+        self.out[index], err = self.processes[index].communicate(timeout=TIMEOUT)
         return self.processes[index].returncode, err
 
     def wait_for_run(self, index: int, generation: int) -> None:
@@ -131,6 +132,21 @@ def test_a_killed_program_restarts_every_workers_program_at_the_next_generation(
     assert "INFO restarts in place: 1 (generation 1)" in err
 
 
+def test_every_wrapper_names_the_restart_and_the_program_that_failed_in_one_line(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    """The line status, wait and the operator read (`launcher.core.in_place`)."""
+    crash = "if generation == '0':\n    time.sleep(0.5); os.kill(os.getpid(), signal.SIGKILL)\n"
+    group = Group(tmp_path, [HANG_UNTIL_RESTARTED, crash])
+    groups.append(group)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_OK, err
+        found = in_place.restarts(group.out[i].splitlines())
+        assert [r.generation for r in found] == [1]
+        assert found[0].describe() == ("worker 1 was killed by SIGKILL: worker 1 at generation 0")
+
+
 def test_the_survivor_is_stopped_at_once_not_after_a_collective_timeout(
     tmp_path: Path, groups: list[Group]
 ) -> None:
@@ -142,17 +158,20 @@ def test_the_survivor_is_stopped_at_once_not_after_a_collective_timeout(
     assert "worker 1 is at generation 1: stopping this generation's program" in err
 
 
-def test_past_the_budget_every_wrapper_exits_1_for_todays_group_restart(
+def test_past_the_budget_the_failing_worker_ends_the_job_with_its_error_and_the_count(
     tmp_path: Path, groups: list[Group]
 ) -> None:
+    """Exit 76 is the Job's FailJob: recreating the pods would spend a second budget. The
+    worker stopped with the group exits 1, so it is never taken for the cause."""
     always_fails = "print('RuntimeError: the data loader broke', flush=True); sys.exit(1)"
     group = Group(tmp_path, ["time.sleep(120)", always_fails], budget=2)
     groups.append(group)
+    codes = {}
     for i in range(2):
-        code, err = group.finish(i)
-        assert code == contract.EXIT_TRANSIENT, err
+        codes[i], err = group.finish(i)
         assert group.generations(i) == [0, 1, 2]
-    assert "budget of restarts in place (spec.backoffLimit) is spent" in err
+        assert "the group restarted 2 times (spec.backoffLimit); the budget is spent" in err
+    assert codes == {0: contract.EXIT_TRANSIENT, 1: contract.EXIT_RESTARTS_SPENT}
 
 
 def test_a_config_error_ends_the_worker_without_a_restart(
@@ -184,7 +203,7 @@ def test_a_known_failure_of_the_program_ends_the_worker_as_a_config_error(
     assert group.generations(1) == [0]
 
 
-def test_the_same_error_on_every_worker_is_not_restarted_in_place(
+def test_the_same_error_on_every_worker_is_not_retried_at_all(
     tmp_path: Path, groups: list[Group]
 ) -> None:
     # Both programs reach the error together, as a bug at one line of the program does.
@@ -198,9 +217,11 @@ def test_the_same_error_on_every_worker_is_not_restarted_in_place(
     groups.append(group)
     for i in range(2):
         code, err = group.finish(i)
-        assert code == contract.EXIT_TRANSIENT, err
+        # 78: the Job's podFailurePolicy fails it rather than recreating the pods.
+        assert code == contract.EXIT_CONFIG_ERROR, err
         assert group.generations(i) == [0]
         assert "every worker failed with" in err and "modle" in err
+        assert "TFLAUNCH_RESTART" not in group.out[i]
 
 
 def test_a_sigterm_while_the_program_runs_ends_the_worker(
