@@ -14,6 +14,7 @@
 #   hack/node.sh down                stop the node, unmount and remove everything it made
 #   hack/node.sh import ARCHIVE      import an OCI/Docker image archive into its containerd
 #   hack/node.sh crictl ARG...       crictl against its containerd (ps, logs, stop, ...)
+#   hack/node.sh kill|revive NAME    SIGKILL containerd, coredns or the kubelet / start it again
 #   hack/node.sh smoke-image         print the path of the smoke-test image archive (busybox)
 #   hack/node.sh bin | state         print the directory of the binaries / of the node's state
 #
@@ -372,21 +373,61 @@ cmd_up() {
   ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
   ip addr replace "$GATEWAY/${POD_CIDR#*/}" dev "$BRIDGE"
   ip link set "$BRIDGE" up
-  PATH="$BIN_DIR:$PATH" start containerd "$BIN_DIR/containerd" --config "$STATE/containerd.toml"
-  wait_for containerd 60 "$BIN_DIR/ctr" --address "$STATE/containerd.sock" version
+  start_daemon containerd
   "$BIN_DIR/ctr" --address "$STATE/containerd.sock" -n k8s.io images import \
     "$BIN_DIR/images/pause.tar" >/dev/null
-  start coredns "$BIN_DIR/coredns" -conf "$STATE/Corefile"
-  start kubelet "$BIN_DIR/kubelet" --config "$STATE/kubelet.yaml" \
-    --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$STATE/kubelet" \
-    --cert-dir "$STATE/pki" --hostname-override "$NODE_NAME" \
-    --node-labels "$TAINT=true" --v 2
-  wait_for "node $NODE_NAME" 120 kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+  start_daemon coredns
+  start_daemon kubelet
   start kube-proxy "$BIN_DIR/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 2
   wait_for "kube-proxy's rules" 60 proxied kubernetes
   network_policies
   for i in "${@:2}"; do import_image "$i"; done
   log "node $NODE_NAME up in $((($(date +%s%N) - start) / 1000000)) ms (state in $STATE)"
+}
+
+# start_daemon NAME: containerd, coredns or kubelet as `up` starts it, returning once it
+# answers (containerd its API, the kubelet a Ready node; CoreDNS at once).
+start_daemon() {
+  case $1 in
+    containerd)
+      PATH="$BIN_DIR:$PATH" start containerd "$BIN_DIR/containerd" --config "$STATE/containerd.toml"
+      wait_for containerd 60 "$BIN_DIR/ctr" --address "$STATE/containerd.sock" version ;;
+    coredns) start coredns "$BIN_DIR/coredns" -conf "$STATE/Corefile" ;;
+    kubelet)
+      start kubelet "$BIN_DIR/kubelet" --config "$STATE/kubelet.yaml" \
+        --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$STATE/kubelet" \
+        --cert-dir "$STATE/pki" --hostname-override "$NODE_NAME" \
+        --node-labels "$TAINT=true" --v 2
+      wait_for "node $NODE_NAME" 120 kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s ;;
+  esac
+}
+
+# The fault tests' crash and recovery of one daemon of a node that is up: `kill NAME`
+# SIGKILLs it (no shutdown of its own: the pods' shims and containers go on), `revive NAME`
+# starts it again as `up` did.
+cmd_kill() {
+  local file="$STATE/pids/$1.pid"
+  daemon_name "$1"
+  [ -e "$file" ] || die "$1 is not running (no $file)"
+  kill -9 "$(cat "$file")" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$(cat "$file")" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$file"
+}
+
+cmd_revive() {
+  daemon_name "$1"
+  [ -e "$STATE/kubeconfig-path" ] || die "no node is up; run: make node-up"
+  ADMIN_KUBECONFIG=$(cat "$STATE/kubeconfig-path")
+  [ -e "$STATE/pids/$1.pid" ] && kill -0 "$(cat "$STATE/pids/$1.pid")" 2>/dev/null &&
+    { log "$1 is running already"; return 0; }
+  start_daemon "$1"
+}
+
+daemon_name() {
+  case $1 in
+    containerd | coredns | kubelet) ;;
+    *) die "the node's daemons that can be killed and revived: containerd, coredns, kubelet" ;;
+  esac
 }
 
 # NetworkPolicy enforcement: kube-router with only its network policy controller (upstream's
@@ -562,5 +603,7 @@ case ${1:-} in
   bin) printf '%s\n' "$BIN_DIR" ;;
   state) printf '%s\n' "$STATE" ;;
   smoke-image) smoke_image ;;
-  *) die "usage: hack/node.sh build | up [KUBECONFIG] | down | import ARCHIVE | crictl ARG... | smoke-image | bin | state" ;;
+  kill) cmd_kill "${2:-}" ;;
+  revive) cmd_revive "${2:-}" ;;
+  *) die "usage: hack/node.sh build | up [KUBECONFIG] | down | import ARCHIVE | crictl ARG... | kill|revive containerd|coredns|kubelet | smoke-image | bin | state" ;;
 esac

@@ -30,6 +30,8 @@ VIOLATIONS: dict[rules.Rule, tuple[str, dict[str, Any]]] = {
     rules.QUEUE_NEEDS_GANG: ("q", {"queueName": "team"}),
     rules.VOLCANO_SCHEDULER: ("vs", {"gang": "volcano", "schedulerName": "default-scheduler"}),
     rules.METADATA_EGRESS: ("egress", {"networkPolicy": False, "denyMetadataEgress": True}),
+    rules.EGRESS_POLICY: ("peers", {"networkPolicy": False, "egress": "peers"}),
+    rules.EGRESS_TO: ("egress-to", {"egressTo": [{"cidr": "10.20.0.0/16"}]}),
     rules.RESTART_PORT: ("inplace", {"restart": "inPlace", "port": 65535}),
 }
 

@@ -158,6 +158,21 @@ METADATA_EGRESS = Rule(
     message="needs spec.networkPolicy: true (it is a NetworkPolicy rule)",
 )
 
+EGRESS_POLICY = Rule(
+    field="spec.egress",
+    cel="self.egress != 'peers' || self.networkPolicy",
+    message="needs spec.networkPolicy: true with egress: peers (it is a NetworkPolicy rule)",
+)
+
+EGRESS_TO = Rule(
+    field="spec.egressTo",
+    cel="!has(self.egressTo) || size(self.egressTo) == 0 || self.egress == 'peers'",
+    message=(
+        "only applies with spec.egress: peers (with egress: open the workers reach everything "
+        "already); set egress: peers or remove egressTo"
+    ),
+)
+
 RESTART_PORT = Rule(
     field="spec.port",
     cel="self.restart != 'inPlace' || self.port <= 65534",
@@ -179,6 +194,8 @@ RULES: tuple[Rule, ...] = (
     QUEUE_NEEDS_GANG,
     VOLCANO_SCHEDULER,
     METADATA_EGRESS,
+    EGRESS_POLICY,
+    EGRESS_TO,
     RESTART_PORT,
 )
 """Every rule the CRD carries; `launcher.core.load.validate` checks each one too."""

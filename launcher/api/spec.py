@@ -201,6 +201,18 @@ class Toleration:
 
 
 @dataclasses.dataclass(frozen=True)
+class EgressTarget:
+    """A destination the workers may reach with egress: peers (object storage, a dataset
+    host, a proxy)."""
+
+    cidr: str = _field("cidr", "Its addresses, e.g. 10.20.0.0/16 or 203.0.113.7/32.")
+    port: int | None = _field(
+        "port", "Its port; default: every port.", None, minimum=1, maximum=65535
+    )
+    protocol: Literal["TCP", "UDP"] = _field("protocol", "TCP or UDP (with port).", "TCP")
+
+
+@dataclasses.dataclass(frozen=True)
 class TFConfigShape:
     """Default: every worker is task `worker` (worker 0 is MultiWorkerMirroredStrategy's
     chief); a Kubeflow TFJob's Chief and "environment" are set here."""
@@ -222,6 +234,7 @@ Gang = Literal["none", "kueue", "volcano", "coscheduling"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Keras = Literal["auto", "tf-keras", "keras3"]
 Restart = Literal["recreate", "inPlace"]
+Egress = Literal["open", "peers"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,6 +430,18 @@ class JobSpec:
         "The NetworkPolicy also denies the workers' egress to the cloud metadata address "
         f"{METADATA_ADDRESS} (instance credentials); needs networkPolicy.",
         False,
+    )
+    egress: Egress = _field(
+        "egress",
+        "The workers' egress: open (not limited, denyMetadataEgress aside) or peers: only to "
+        "this job's workers, DNS (port 53) and egressTo, so neither the API server nor the "
+        "node's ports; needs networkPolicy.",
+        "open",
+    )
+    egress_to: tuple[EgressTarget, ...] = _field(
+        "egressTo",
+        "With egress: peers, what else the workers may reach (object storage, a dataset host).",
+        factory=tuple,
     )
 
 

@@ -18,9 +18,10 @@ from typing import Any
 import jinja2
 import yaml
 
-from launcher.api.spec import METADATA_ADDRESS, MultiWorkerJob, Toleration
+from launcher.api.spec import MultiWorkerJob, Toleration
 from launcher.core import (
     contract,
+    egress,
     exit_policy,
     gang,
     labels,
@@ -170,7 +171,7 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "shm": {"medium": "Memory", "sizeLimit": spec.shm_size} if spec.gpus_per_worker else None,
         "shm_path": limits.SHM_MOUNT,
         "peer_ports": _peer_ports(job),
-        "egress_blocks": _egress_blocks(job),
+        "egress": egress.rules(job.spec, labels.worker_selector(job.name), _peer_ports(job)),
         "resources": _resources(job),
         **_container_command(job),
         "script_mount": script.MOUNT_PATH,
@@ -255,16 +256,6 @@ def _peer_ports(job: MultiWorkerJob) -> list[dict[str, Any]]:
         return [{"protocol": "TCP"}]
     control = _control_port(job)
     return [{"protocol": "TCP", "port": p} for p in (job.spec.port, control) if p is not None]
-
-
-def _egress_blocks(job: MultiWorkerJob) -> list[dict[str, Any]] | None:
-    """Everywhere but the cloud metadata address, when asked; None: egress unrestricted."""
-    if not job.spec.deny_metadata_egress:
-        return None
-    return [
-        {"ipBlock": {"cidr": "0.0.0.0/0", "except": [f"{METADATA_ADDRESS}/32"]}},
-        {"ipBlock": {"cidr": "::/0"}},
-    ]
 
 
 def _toleration(toleration: Toleration) -> dict[str, Any]:

@@ -10,6 +10,7 @@ rule of the CRD, `launcher.api.rules`) and the limits of the API server
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -128,6 +129,7 @@ def check(job: MultiWorkerJob) -> None:
     limits.check(job)
     if spec.deny_metadata_egress and not spec.network_policy:
         raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)
+    _validate_egress(spec)
     _validate_gang(spec)
     if spec.restart == "inPlace" and spec.port + contract.CONTROL_PORT_OFFSET > 65535:
         raise SpecError(rules.RESTART_PORT.field, rules.RESTART_PORT.message)
@@ -181,6 +183,22 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
             )
     if not trainer.learning_rate > 0:
         raise SpecError("spec.trainer.learningRate", "must be greater than 0")
+
+
+def _validate_egress(spec: JobSpec) -> None:
+    if spec.egress == "peers" and not spec.network_policy:
+        raise SpecError(rules.EGRESS_POLICY.field, rules.EGRESS_POLICY.message)
+    if spec.egress_to and spec.egress != "peers":
+        raise SpecError(rules.EGRESS_TO.field, rules.EGRESS_TO.message)
+    for i, target in enumerate(spec.egress_to):
+        try:
+            ipaddress.ip_network(target.cidr)
+        except ValueError:
+            raise SpecError(
+                f"spec.egressTo[{i}].cidr",
+                f"must be a network such as 10.20.0.0/16 or 203.0.113.7/32 (its host bits "
+                f"zero), not {target.cidr!r}",
+            ) from None
 
 
 def _validate_gang(spec: JobSpec) -> None:

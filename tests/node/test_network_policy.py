@@ -148,3 +148,63 @@ def test_the_rendered_policy_admits_only_the_jobs_workers_and_denies_metadata(
     assert wait.code == 0, wait  # the workers reached each other through the policy
     policy = cp.get("networkpolicy", "mnist-tf-peers", "-n", namespace)
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"], policy
+
+
+@pytest.mark.timeout(1200)
+def test_peers_egress_reaches_the_peer_dns_and_what_is_named_but_not_the_api_server_or_kubelet(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,
+    metadata_server: None,
+    tmp_path: Path,
+) -> None:
+    """spec.egress: peers, with the metadata server's address named in egressTo: a pod with
+    the job's worker labels reaches its peer's gRPC port, DNS and the named address, not the
+    API server's ClusterIP nor the kubelet's port on the node; the same connections from a
+    pod without the labels all open (the control)."""
+    cp = real_node
+    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=3, stepsPerEpoch=150)
+    named = [{"cidr": f"{METADATA}/32", "port": 80}]
+    document["spec"].update(egress="peers", egressTo=named)
+    spec.write_text(yaml.safe_dump(document))
+    assert cp.tflaunch("submit", str(spec)).code == 0
+
+    def serving() -> bool:
+        logs = cp.tflaunch("logs", "mnist", "-n", namespace)
+        return all(any("strategy ready" in line for line in worker_lines(logs, w)) for w in (0, 1))
+
+    eventually(serving, timeout=600, interval=1, what="the workers' gRPC servers")
+    chief = "tflaunch.dev/job-name=mnist,batch.kubernetes.io/job-completion-index=0"
+    (pod,) = cp.get("pods", "-n", namespace, "-l", chief)["items"]
+    node = cp.get("node", pod["spec"]["nodeName"])
+    (node_ip,) = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
+    kubelet_port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    connections = {
+        "peer": f"echo | nc -w 5 {pod['status']['podIP']} {PORT} >/dev/null",
+        "api": "echo | nc -w 5 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT >/dev/null",
+        "kubelet": f"echo | nc -w 5 {node_ip} {kubelet_port} >/dev/null",
+        "named": f"nc -w 5 {METADATA} 80",
+        "dns": f"nslookup mnist-worker-0.mnist.{namespace}.svc.cluster.local",
+    }
+    worker = {"tflaunch.dev/job-name": "mnist", "app.kubernetes.io/component": "worker"}
+    probes = {
+        **{f"worker-{name}": (command, worker) for name, command in connections.items()},
+        **{f"free-{n}": (command, {}) for n, command in connections.items() if n != "peer"},
+    }  # a pod without the labels is not admitted to the peer's port (ingress): no control
+
+    for name, (_, labels) in probes.items():
+        cp.apply(real_pod(name, "sleep 600", labels=labels), namespace)
+    seen = {name: probe(cp, namespace, name, *probes[name]) for name in probes}
+    cp.kubectl("delete", "pods", *probes, "-n", namespace, "--wait=false", "--grace-period=0")
+    last = {name: text.splitlines()[-1] for name, text in seen.items()}
+
+    assert {n: last[f"worker-{n}"] for n in connections} == {
+        "peer": "open", "api": "blocked", "kubelet": "blocked", "named": "open", "dns": "open",
+    }, seen  # fmt: skip
+    assert {n: last[f"free-{n}"] for n in connections if n != "peer"} == {
+        "api": "open", "kubelet": "open", "named": "open", "dns": "open",
+    }, seen  # fmt: skip
+    wait = cp.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "15m", timeout=1000)
+    assert wait.code == 0, wait  # the workers trained through the egress policy

@@ -1,0 +1,221 @@
+"""The node's own faults while a 2-worker MNIST job runs on the real node:
+
+- the kubelet, then containerd, SIGKILLed and started again, then CoreDNS down for a while,
+  all during training: the containers go on, the job succeeds with no restart;
+- CoreDNS down while a new job's workers rendezvous: each exits 75 naming its peer after
+  rendezvousTimeoutSeconds, and once CoreDNS is back the retried group trains to success;
+- worker 1's program frozen with SIGSTOP: the group is restarted and the job succeeds;
+- worker 1's pod deleted with a 1 s grace period (too short for its save): the group
+  restarts and resumes from the last checkpoint.
+
+Every daemon a test kills is started again in a `finally` (hack/node.sh revive), so the
+node is as it was for the tests after these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import ControlPlane, eventually
+from tests.node import test_mnist as mnist
+from tests.node.conftest import node_sh
+from tests.node.test_mnist import RESUMED, backup_saved, real_node_spec, worker_lines
+from tests.node.test_restart_in_place import pods, program_of
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+
+namespace = mnist.namespace  # test_mnist's fixtures
+shared_claim = mnist.shared_claim
+
+DAEMONS = ("kubelet", "containerd", "coredns")
+
+
+@contextlib.contextmanager
+def revived_after(*daemons: str) -> Iterator[None]:
+    """Whatever the test kills of `daemons` runs again when it ends."""
+    try:
+        yield
+    finally:
+        for daemon in daemons:
+            node_sh("revive", daemon, timeout=180)
+
+
+def spec_for(path: Path, where: str, image: str, trainer: dict[str, Any], **spec: Any) -> Path:
+    document = yaml.safe_load(real_node_spec(path, where, image, "indexed").read_text())
+    document["spec"]["trainer"].update(trainer)
+    document["spec"].update(spec)
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def serving(cp: ControlPlane, where: str) -> bool:
+    """Both workers' strategies are up: training starts."""
+    logs = cp.tflaunch("logs", "mnist", "-n", where)
+    return all(any("strategy ready" in line for line in worker_lines(logs, w)) for w in (0, 1))
+
+
+def worker_pod(cp: ControlPlane, where: str, index: int) -> dict[str, Any]:
+    (pod,) = cp.get("pods", "-n", where, "-l", f"batch.kubernetes.io/job-completion-index={index}")[
+        "items"
+    ]
+    return dict(pod)
+
+
+def wait(cp: ControlPlane, where: str, timeout: str = "10m") -> Any:
+    return cp.tflaunch("wait", "mnist", "-n", where, "--timeout", timeout, timeout=700)
+
+
+def job_status(cp: ControlPlane, where: str) -> dict[str, Any]:
+    run = cp.tflaunch("status", "mnist", "-n", where, "-o", "json")
+    return dict(json.loads(run.out)["status"])
+
+
+@pytest.mark.timeout(900)
+def test_the_kubelet_containerd_and_coredns_die_and_return_while_training_goes_on(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    cp = real_node
+    spec = spec_for(
+        tmp_path / "mnist.yaml", namespace, trainer_image, {"epochs": 4, "stepsPerEpoch": 150}
+    )
+    assert cp.tflaunch("submit", str(spec)).code == 0
+    eventually(lambda: serving(cp, namespace), timeout=600, interval=1, what="training")
+    before = pods(cp, namespace)
+
+    recovered = {}
+    with revived_after(*DAEMONS):
+        for daemon in DAEMONS:
+            node_sh("kill", daemon)
+            time.sleep(5)  # the daemon stays dead a while, as after a crash
+            start = time.monotonic()
+            node_sh("revive", daemon, timeout=180)
+            recovered[daemon] = round(time.monotonic() - start, 1)
+    phases = [p["status"]["phase"] for p in pods(cp, namespace).values()]
+    print(f"revived in seconds: {recovered}; pods then: {phases}")
+
+    assert phases == ["Running", "Running"], "the faults came after training ended"
+    run = wait(cp, namespace)
+    assert run.code == 0, run
+    after = pods(cp, namespace)
+    assert set(after) == set(before), "a pod was replaced"
+    for pod in after.values():
+        (container,) = pod["status"]["containerStatuses"]
+        assert container["restartCount"] == 0, container
+    assert [w["restarts"] for w in job_status(cp, namespace)["workers"]] == [0, 0]
+
+
+@pytest.mark.timeout(900)
+def test_coredns_down_during_the_rendezvous_exits_75_naming_the_peer_then_trains_once_back(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    cp = real_node
+    spec = spec_for(
+        tmp_path / "mnist.yaml", namespace, trainer_image,
+        {"epochs": 1, "stepsPerEpoch": 20, "rendezvousTimeoutSeconds": 15}, backoffLimit=2,
+    )  # fmt: skip
+
+    with revived_after("coredns"):
+        node_sh("kill", "coredns")
+        assert cp.tflaunch("submit", str(spec)).code == 0
+
+        def failed() -> dict[str, Any] | None:
+            for pod in cp.get("pods", "-n", namespace)["items"]:
+                if pod["status"].get("phase") == "Failed":
+                    return dict(pod)
+            return None
+
+        pod = eventually(failed, timeout=300, what="a worker to fail its rendezvous")
+    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == 75, state
+    index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+    peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
+    log = cp.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
+    assert f"peers never became reachable within 15s: {peer} (DNS: " in log, log
+    print(f"rendezvous: {state['startedAt']} -> {state['finishedAt']}")
+
+    run = wait(cp, namespace)
+
+    assert run.code == 0, run
+    assert job_status(cp, namespace)["state"] == "Succeeded"
+
+
+@pytest.mark.timeout(900)
+def test_a_frozen_worker_program_restarts_the_group_which_then_succeeds(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    cp = real_node
+    spec = spec_for(
+        tmp_path / "mnist.yaml", namespace, trainer_image,
+        {"epochs": 3, "stepsPerEpoch": 150, "stallTimeoutSeconds": 20},
+    )  # fmt: skip
+    assert cp.tflaunch("submit", str(spec)).code == 0
+    eventually(lambda: serving(cp, namespace), timeout=600, interval=1, what="training")
+    worker_1 = worker_pod(cp, namespace, 1)["metadata"]["name"]
+    program = program_of(worker_1)
+
+    os.kill(program, signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        run = wait(cp, namespace, "6m")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(program, signal.SIGCONT)
+    print(f"frozen to the job's end: {time.monotonic() - start:.0f} s")
+    logs = cp.tflaunch("logs", "mnist", "-n", namespace)
+    print(run.out, run.err, logs.out[-4000:], sep="\n")
+
+    assert run.code == 0, run
+    assert [w["restarts"] for w in job_status(cp, namespace)["workers"]] == [1, 1]
+
+
+@pytest.mark.timeout(900)
+def test_a_pod_deleted_with_a_one_second_grace_resumes_from_the_last_checkpoint(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,
+    shared_claim: str,
+    tmp_path: Path,
+) -> None:
+    cp = real_node
+    spec = spec_for(
+        tmp_path / "mnist.yaml", namespace, trainer_image,
+        {"epochs": 3, "stepsPerEpoch": 150}, checkpoint={"claimName": shared_claim},
+    )  # fmt: skip
+    assert cp.tflaunch("submit", str(spec)).code == 0
+    eventually(
+        lambda: backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    worker_1 = worker_pod(cp, namespace, 1)["metadata"]["name"]
+
+    cp.kubectl("delete", "pod", worker_1, "-n", namespace, "--grace-period=1", "--wait=false")
+    run = wait(cp, namespace)
+
+    assert run.code == 0, run
+    logs = cp.tflaunch("logs", "mnist", "-n", namespace)
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
+        assert len(resumed) == 1 and resumed[0] is not None, logs.out
+        assert int(resumed[0]["step"]) >= 150, logs.out  # the first epoch's, not from scratch
+    print(run.err)
