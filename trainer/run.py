@@ -28,6 +28,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -38,7 +39,7 @@ from typing import IO, NoReturn
 from launcher.core import contract, exit_policy
 from trainer import generations, known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
-from trainer.watchdog import Watchdog
+from trainer.watchdog import Watchdog, frozen_for
 
 log = logging.getLogger("tflaunch.worker")
 
@@ -165,6 +166,9 @@ def program_env(
         child.setdefault(preflight.ENV_ENABLED_DEVICE_TYPES, "CPU")
     child.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log (and the watchdog) at once
     child.setdefault(contract.ENV_RESTARTS, "0")
+    child[contract.ENV_ALIVE_FILE] = os.path.join(
+        tempfile.gettempdir(), f"tflaunch-alive-{os.getpid()}"
+    )
     child[contract.ENV_WORKER_INDEX_PUBLIC] = str(cluster.index)
     child[contract.ENV_NUM_WORKERS] = str(cluster.num_workers)
     for name, directory in (
@@ -368,6 +372,9 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
     forwarded = program.forwarded
     if stall_timeout:
         watchdog.arm("the program (no output, no checkpoint written)", stall_timeout)
+    alive_file = program.env.get(contract.ENV_ALIVE_FILE, "")
+    with contextlib.suppress(OSError):  # an earlier program's (a restart in place)
+        os.unlink(alive_file)
     seen_checkpoint = newest_mtime(checkpoint_dir)
     scan_every = min(CHECKPOINT_POLL_SECONDS, stall_timeout / 4)
     next_scan = time.monotonic() + scan_every
@@ -389,6 +396,14 @@ def supervise(program: ChildProgram, watchdog: Watchdog, stalled: threading.Even
         if stalled.is_set():
             termination_message(f"no output and no checkpoint written for {stall_timeout:g}s")
             program.stop()
+            program.finish()
+            return contract.EXIT_TRANSIENT
+        frozen = frozen_for(alive_file)
+        if frozen is not None:  # its own watchdog cannot run: stopped at once, a stall
+            said = f"no progress for {frozen:g}s: the program froze (its stall watchdog stopped)"
+            log.error("%s; stopping it (exit %d)", said, contract.EXIT_TRANSIENT)
+            termination_message(said)
+            program.stop(MOVED_ON_GRACE_SECONDS)
             program.finish()
             return contract.EXIT_TRANSIENT
         if stall_timeout and time.monotonic() >= next_scan:

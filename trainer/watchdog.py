@@ -5,16 +5,23 @@ stop) and aborts the collectives within ~10-20 s. It cannot notice a peer that i
 but stuck outside TensorFlow (a deadlocked input pipeline, a hung NFS read): its
 heartbeats go on while everyone else waits in an all-reduce forever. This thread is the
 last line: no step finished for `timeout` seconds -> log why and exit the process.
+
+A program frozen whole (SIGSTOP, a hang that holds the GIL) stops this thread too. So every
+second it also writes its armed timeout to `alive_file` ($TFLAUNCH_ALIVE_FILE, set by the
+worker wrapper), and the wrapper stops a program whose file is older than that timeout
+(`frozen_for`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from launcher.core import contract
 
@@ -29,6 +36,7 @@ class Watchdog:
         exit_fn: Callable[[int], object] = os._exit,
         clock: Callable[[], float] = time.monotonic,
         poll_seconds: float = 1.0,
+        alive_file: str | None = None,
     ) -> None:
         self._exit_fn = exit_fn
         self._clock = clock
@@ -39,6 +47,7 @@ class Watchdog:
         self._timeout = 0.0
         self._exit_code = contract.EXIT_TRANSIENT
         self._stop = threading.Event()
+        self._alive_file = alive_file
         self._thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._thread.start()
 
@@ -69,8 +78,17 @@ class Watchdog:
                 return None
             return self._phase, self._timeout, self._exit_code
 
+    def _still_alive(self) -> None:
+        if not self._alive_file:
+            return
+        with self._lock:
+            timeout = self._timeout if self._phase is not None else 0.0
+        with contextlib.suppress(OSError):  # the wrapper's check is a bonus, never a failure
+            Path(self._alive_file).write_text(f"{timeout:g}\n", encoding="ascii")
+
     def _watch(self) -> None:
         while not self._stop.wait(self._poll_seconds):
+            self._still_alive()
             expired = self._expired()
             if expired is None:
                 continue
@@ -87,3 +105,18 @@ class Watchdog:
             sys.stdout.flush()
             self._exit_fn(exit_code)
             return
+
+
+def frozen_for(alive_file: str, now: Callable[[], float] = time.time) -> float | None:
+    """The armed timeout of the watchdog writing `alive_file` when it has not written it for
+    that long (the program froze); None while it runs, is disarmed or never wrote."""
+    try:
+        text = Path(alive_file).read_text(encoding="ascii")
+        age = now() - os.stat(alive_file).st_mtime
+    except OSError:
+        return None
+    try:
+        timeout = float(text)
+    except ValueError:  # read while it was written
+        return None
+    return timeout if 0 < timeout <= age else None

@@ -20,6 +20,7 @@ import pytest
 
 from launcher.core import contract
 from trainer import run
+from trainer.watchdog import Watchdog, frozen_for
 
 REPO = Path(__file__).resolve().parents[2]
 WRAPPER = [sys.executable, "-m", contract.WRAPPER_MODULE]
@@ -295,6 +296,42 @@ def test_checkpoints_written_keep_a_silent_program_alive(tmp_path: Path) -> None
     )
     done = wrapper(["--stall-timeout", "3", "--checkpoint-dir", str(ckpt)], program)
     assert done.returncode == 0, done.stderr
+
+
+FREEZES = (
+    "import os, signal, time\n"
+    "from trainer.watchdog import Watchdog\n"
+    "watchdog = Watchdog(alive_file=os.environ['TFLAUNCH_ALIVE_FILE'], poll_seconds=0.1)\n"
+    "watchdog.arm('training', 1)\n"
+    "time.sleep(0.5)\n"
+    "os.kill(os.getpid(), signal.SIGSTOP)\n"
+)
+
+
+def test_a_frozen_program_is_stopped_as_a_stall_once_its_watchdog_stops_writing() -> None:
+    """SIGSTOP freezes the program's own watchdog too: the wrapper, which runs on, stops it
+    once the watchdog's file is older than its armed timeout (no --stall-timeout needed)."""
+    start = time.monotonic()
+    done = wrapper([], FREEZES)
+
+    assert done.returncode == contract.EXIT_TRANSIENT, done.stderr
+    assert "no progress for 1s: the program froze (its stall watchdog stopped)" in done.stderr
+    assert time.monotonic() - start < TIMEOUT / 2
+
+
+def test_a_running_watchdog_writes_its_armed_timeout_and_is_not_frozen(tmp_path: Path) -> None:
+    alive = tmp_path / "alive"
+    watchdog = Watchdog(exit_fn=lambda code: None, poll_seconds=0.05, alive_file=str(alive))
+    watchdog.arm("training", 30)
+    time.sleep(0.3)
+    watchdog.stop()
+
+    assert alive.read_text() == "30\n"
+    assert frozen_for(str(alive)) is None  # written a moment ago
+    assert frozen_for(str(alive), now=lambda: time.time() + 31) == 30
+    alive.write_text("0\n")  # disarmed: never frozen
+    assert frozen_for(str(alive), now=lambda: time.time() + 3600) is None
+    assert frozen_for(str(tmp_path / "none")) is None
 
 
 def test_output_keeps_a_program_alive() -> None:
