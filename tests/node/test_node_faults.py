@@ -4,9 +4,12 @@
   all during training: the containers go on, the job succeeds with no restart;
 - CoreDNS down while a new job's workers rendezvous: each exits 75 naming its peer after
   rendezvousTimeoutSeconds, and once CoreDNS is back the retried group trains to success;
-- worker 1's program frozen with SIGSTOP: the group is restarted and the job succeeds;
+- worker 1's program frozen with SIGSTOP: its wrapper stops it as a stall once its stall
+  watchdog has not run for stallTimeoutSeconds, and the restarted group succeeds;
 - worker 1's pod deleted with a 1 s grace period (too short for its save): the group
-  restarts and resumes from the last checkpoint.
+  restarts and resumes from the last checkpoint;
+- the checkpoint volume full after the first epoch's backup: the job stops naming it, not
+  retried, and that backup is kept as it was.
 
 Every daemon a test kills is started again in a `finally` (hack/node.sh revive), so the
 node is as it was for the tests after these.
@@ -19,6 +22,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,12 +161,12 @@ def test_coredns_down_during_the_rendezvous_exits_75_naming_the_peer_then_trains
 
 
 @pytest.mark.timeout(900)
-def test_a_frozen_worker_program_restarts_the_group_which_then_succeeds(
-    real_node: ControlPlane,
-    trainer_image: str,
-    namespace: str,
-    tmp_path: Path,
+def test_a_frozen_worker_program_is_stopped_as_a_stall_and_the_group_succeeds(
+    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
 ) -> None:
+    """SIGSTOP freezes worker 1's trainer, its own stall watchdog with it; its wrapper (the
+    container's PID 1) runs on and stops it once the watchdog's alive file is older than
+    stallTimeoutSeconds. Worker 0 had already failed on the missing heartbeats."""
     cp = real_node
     spec = spec_for(
         tmp_path / "mnist.yaml", namespace, trainer_image,
@@ -170,22 +174,31 @@ def test_a_frozen_worker_program_restarts_the_group_which_then_succeeds(
     )  # fmt: skip
     assert cp.tflaunch("submit", str(spec)).code == 0
     eventually(lambda: serving(cp, namespace), timeout=600, interval=1, what="training")
-    worker_1 = worker_pod(cp, namespace, 1)["metadata"]["name"]
-    program = program_of(worker_1)
+    frozen = worker_pod(cp, namespace, 1)
+    program = program_of(frozen["metadata"]["name"])
 
     os.kill(program, signal.SIGSTOP)
     start = time.monotonic()
     try:
-        run = wait(cp, namespace, "6m")
+
+        def stopped() -> dict[str, Any] | None:
+            pod = cp.get("pod", frozen["metadata"]["name"], "-n", namespace)
+            return pod if pod["status"].get("phase") == "Failed" else None
+
+        pod = eventually(stopped, timeout=120, interval=1, what="the frozen worker stopped")
+        print(f"frozen to stopped: {time.monotonic() - start:.0f} s")
+        run = wait(cp, namespace)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(program, signal.SIGCONT)
     print(f"frozen to the job's end: {time.monotonic() - start:.0f} s")
-    logs = cp.tflaunch("logs", "mnist", "-n", namespace)
-    print(run.out, run.err, logs.out[-4000:], sep="\n")
 
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 1, terminated
+    froze = "no progress for 20s: the program froze (its stall watchdog stopped)"
+    assert froze in terminated.get("message", ""), terminated
     assert run.code == 0, run
-    assert [w["restarts"] for w in job_status(cp, namespace)["workers"]] == [1, 1]
+    assert job_status(cp, namespace)["state"] == "Succeeded"
 
 
 @pytest.mark.timeout(900)
@@ -218,4 +231,64 @@ def test_a_pod_deleted_with_a_one_second_grace_resumes_from_the_last_checkpoint(
         resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
         assert len(resumed) == 1 and resumed[0] is not None, logs.out
         assert int(resumed[0]["step"]) >= 150, logs.out  # the first epoch's, not from scratch
+    print(run.err)
+
+
+@pytest.fixture
+def small_claim(shared_claim: str, namespace: str) -> Iterator[Path]:
+    """shared_claim's volume on a 64 MiB tmpfs of its own, so it can fill up without the
+    node's disk doing so."""
+    path = Path(node_sh("state")) / "volumes" / namespace
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", str(path)],
+                   check=True, timeout=30)  # fmt: skip
+    try:
+        os.chown(path, 10001, 10001)
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, timeout=30)
+
+
+def fill(volume: Path) -> None:
+    """Write a file until the volume has no space left."""
+    with open(volume / "filler", "wb") as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(b"\0" * (1 << 20))
+            filler.flush()
+    with contextlib.suppress(OSError), open(volume / "filler-tail", "wb") as tail:
+        while True:
+            tail.write(b"\0" * 4096)
+            tail.flush()
+
+
+@pytest.mark.timeout(900)
+def test_a_full_checkpoint_volume_stops_the_job_naming_it_and_keeps_the_last_good_checkpoint(
+    real_node: ControlPlane, trainer_image: str, namespace: str, small_claim: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    cp = real_node
+    spec = spec_for(
+        tmp_path / "mnist.yaml", namespace, trainer_image,
+        {"epochs": 3, "stepsPerEpoch": 150}, checkpoint={"claimName": "checkpoints"},
+        backoffLimit=2,
+    )  # fmt: skip
+    assert cp.tflaunch("submit", str(spec)).code == 0
+    eventually(
+        lambda: backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    (index,) = small_claim.glob("**/chief/checkpoint")
+    time.sleep(2)  # the index is written last; let the save end
+    saved = index.read_text()
+
+    fill(small_claim)
+    run = wait(cp, namespace)
+
+    assert run.code == 3, run  # failed, not retried
+    assert "no space left on a volume this worker writes" in run.out + run.err, run
+    assert "not retried" in run.out + run.err, run
+    assert [w["restarts"] for w in job_status(cp, namespace)["workers"]] == [0, 0]
+    assert index.read_text() == saved  # still the first epoch's backup
+    named = re.search(r'model_checkpoint_path: "([^"]+)"', saved)
+    assert named is not None, saved
+    assert list(index.parent.glob(f"{named[1]}.index")), sorted(index.parent.iterdir())
     print(run.err)
