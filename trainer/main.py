@@ -151,7 +151,9 @@ def program(config: TrainConfig, env_warning: str | None, debug: bool = False) -
             log.warning(
                 "no --checkpoint-dir: backups go to %s, so a restart starts over", checkpoint_dir
             )
-        watchdog = Watchdog(alive_file=os.environ.get(contract.ENV_ALIVE_FILE))
+        watchdog = Watchdog(
+            alive_file=os.environ.get(contract.ENV_ALIVE_FILE), frozen_after=config.stall_timeout
+        )
         result = train.run(
             config,
             cluster,

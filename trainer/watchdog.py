@@ -6,10 +6,10 @@ but stuck outside TensorFlow (a deadlocked input pipeline, a hung NFS read): its
 heartbeats go on while everyone else waits in an all-reduce forever. This thread is the
 last line: no step finished for `timeout` seconds -> log why and exit the process.
 
-A program frozen whole (SIGSTOP, a hang that holds the GIL) stops this thread too. So every
-second it also writes its armed timeout to `alive_file` ($TFLAUNCH_ALIVE_FILE, set by the
-worker wrapper), and the wrapper stops a program whose file is older than that timeout
-(`frozen_for`).
+A program frozen whole (SIGSTOP, a hang that holds the GIL) stops this thread too, in any
+phase. So every second it also writes `frozen_after` (the stall timeout) to `alive_file`
+($TFLAUNCH_ALIVE_FILE, set by the worker wrapper), and the wrapper stops a program whose
+file is older than that (`frozen_for`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class Watchdog:
         clock: Callable[[], float] = time.monotonic,
         poll_seconds: float = 1.0,
         alive_file: str | None = None,
+        frozen_after: float = 0.0,
     ) -> None:
         self._exit_fn = exit_fn
         self._clock = clock
@@ -48,6 +49,7 @@ class Watchdog:
         self._exit_code = contract.EXIT_TRANSIENT
         self._stop = threading.Event()
         self._alive_file = alive_file
+        self._frozen_after = frozen_after
         self._thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
         self._thread.start()
 
@@ -81,10 +83,8 @@ class Watchdog:
     def _still_alive(self) -> None:
         if not self._alive_file:
             return
-        with self._lock:
-            timeout = self._timeout if self._phase is not None else 0.0
         with contextlib.suppress(OSError):  # the wrapper's check is a bonus, never a failure
-            Path(self._alive_file).write_text(f"{timeout:g}\n", encoding="ascii")
+            Path(self._alive_file).write_text(f"{self._frozen_after:g}\n", encoding="ascii")
 
     def _watch(self) -> None:
         while not self._stop.wait(self._poll_seconds):
@@ -108,8 +108,8 @@ class Watchdog:
 
 
 def frozen_for(alive_file: str, now: Callable[[], float] = time.time) -> float | None:
-    """The armed timeout of the watchdog writing `alive_file` when it has not written it for
-    that long (the program froze); None while it runs, is disarmed or never wrote."""
+    """The `frozen_after` of the watchdog writing `alive_file` when it has not written it
+    for that long (the program froze); None while it runs, without one, or never wrote."""
     try:
         text = Path(alive_file).read_text(encoding="ascii")
         age = now() - os.stat(alive_file).st_mtime

@@ -60,8 +60,8 @@ ENV_RESTARTS = "TFLAUNCH_RESTARTS"
 """How many times the group was restarted before this run (set by the runner)."""
 ENV_ALIVE_FILE = "TFLAUNCH_ALIVE_FILE"
 """Set by the wrapper: where the program's stall watchdog (`trainer.watchdog`) writes its
-armed timeout every second. A file not touched for that timeout is a frozen program (SIGSTOP,
-a hang holding the GIL), which its own watchdog cannot stop: the wrapper does."""
+stall timeout every second. A file not touched for that long is a frozen program (SIGSTOP, a
+hang holding the GIL), which its own watchdog cannot stop: the wrapper does."""
 
 CONTROL_PORT_OFFSET = 1
 """A worker restarted in place (spec.restart inPlace) answers its peers on its TensorFlow

@@ -301,8 +301,8 @@ def test_checkpoints_written_keep_a_silent_program_alive(tmp_path: Path) -> None
 FREEZES = (
     "import os, signal, time\n"
     "from trainer.watchdog import Watchdog\n"
-    "watchdog = Watchdog(alive_file=os.environ['TFLAUNCH_ALIVE_FILE'], poll_seconds=0.1)\n"
-    "watchdog.arm('training', 1)\n"
+    "alive = os.environ['TFLAUNCH_ALIVE_FILE']\n"
+    "watchdog = Watchdog(alive_file=alive, frozen_after=1, poll_seconds=0.1)\n"
     "time.sleep(0.5)\n"
     "os.kill(os.getpid(), signal.SIGSTOP)\n"
 )
@@ -310,7 +310,7 @@ FREEZES = (
 
 def test_a_frozen_program_is_stopped_as_a_stall_once_its_watchdog_stops_writing() -> None:
     """SIGSTOP freezes the program's own watchdog too: the wrapper, which runs on, stops it
-    once the watchdog's file is older than its armed timeout (no --stall-timeout needed)."""
+    once the watchdog's file is older than its threshold (no --stall-timeout needed)."""
     start = time.monotonic()
     done = wrapper([], FREEZES)
 
@@ -319,17 +319,19 @@ def test_a_frozen_program_is_stopped_as_a_stall_once_its_watchdog_stops_writing(
     assert time.monotonic() - start < TIMEOUT / 2
 
 
-def test_a_running_watchdog_writes_its_armed_timeout_and_is_not_frozen(tmp_path: Path) -> None:
+def test_a_running_watchdog_writes_its_threshold_and_is_not_frozen(tmp_path: Path) -> None:
+    """Armed or not: the thread runs whenever the program is not frozen."""
     alive = tmp_path / "alive"
-    watchdog = Watchdog(exit_fn=lambda code: None, poll_seconds=0.05, alive_file=str(alive))
-    watchdog.arm("training", 30)
+    watchdog = Watchdog(
+        exit_fn=lambda code: None, poll_seconds=0.05, alive_file=str(alive), frozen_after=30
+    )
     time.sleep(0.3)
     watchdog.stop()
 
     assert alive.read_text() == "30\n"
     assert frozen_for(str(alive)) is None  # written a moment ago
     assert frozen_for(str(alive), now=lambda: time.time() + 31) == 30
-    alive.write_text("0\n")  # disarmed: never frozen
+    alive.write_text("0\n")  # no stall timeout: never frozen
     assert frozen_for(str(alive), now=lambda: time.time() + 3600) is None
     assert frozen_for(str(tmp_path / "none")) is None
 
