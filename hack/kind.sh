@@ -12,9 +12,10 @@
 #     nodes' containerd pulls localhost:$REGISTRY_PORT from it (kind's local-registry pattern).
 # The cluster's shape (one control plane, two workers) comes from manifests/kind/cluster.yaml.
 #
-# Usage: hack/kind.sh build | up | down | env | kind ARG...
+# Usage: hack/kind.sh build | up | push [trainer|operator] | down | env | kind ARG...
 #   build  kind, kubeadm, the registry and the node image (cached)
 #   up     dockerd, the registry and the cluster CLUSTER (default tflaunch), nodes Ready
+#   push   the offline images (hack/images.sh) into the registry, as localhost:PORT/NAME:TAG
 #   down   delete the cluster, stop the registry and dockerd
 #   env    export lines for a shell: KIND (the kind wrapper), DOCKER_HOST, REGISTRY
 #   kind   run the pinned kind with this rig's docker
@@ -173,6 +174,21 @@ cmd_up() {
   log "cluster $CLUSTER up in $((SECONDS - start)) s (kubeconfig: $kubeconfig)"
 }
 
+# push: the offline images (make images-offline: docker-archives in the cache) into the
+# registry, as `make push` does with docker on a laptop; prints each pushed reference.
+cmd_push() {
+  local ref archive start=$SECONDS
+  command -v skopeo >/dev/null || die "skopeo not found: apt-get install skopeo"
+  registry_up
+  while read -r ref archive; do
+    [ -n "$archive" ] || continue
+    ref=${ref#docker.io/library/}
+    skopeo copy --quiet --dest-tls-verify=false "docker-archive:$archive" "docker://localhost:$REGISTRY_PORT/$ref" >&2
+    printf 'localhost:%s/%s\n' "$REGISTRY_PORT" "$ref"
+  done < <("$here/images.sh" build "${1:-all}")
+  log "pushed in $((SECONDS - start)) s"
+}
+
 cmd_down() {
   if [ -x "$KIND_DIR/kind" ] && "$here/kind/docker.sh" status >/dev/null 2>&1; then
     kind_ delete cluster --name "$CLUSTER" --kubeconfig "$KIND_DIR/kubeconfig-$CLUSTER" || true
@@ -188,6 +204,7 @@ case ${1:-} in
   env)
     printf 'export DOCKER_HOST=%s\nexport KIND=%s\nexport REGISTRY=localhost:%s\n' \
       "$DOCKER_HOST" "$here/kind/bin/kind" "$REGISTRY_PORT" ;;
+  push) cmd_push "${2:-all}" ;;
   kind) shift; kind_ "$@" ;;
-  *) die "usage: hack/kind.sh build | up | down | env | kind ARG..." ;;
+  *) die "usage: hack/kind.sh build | up | push [trainer|operator] | down | env | kind ARG..." ;;
 esac
