@@ -33,6 +33,7 @@ up() {
   mkdir -p "$STATE/data" "$STATE/exec" "$STATE/run-containerd"
   local start=$SECONDS
   # unshare: a private mount namespace; /run/containerd bound to a directory of ours in it.
+  # shellcheck disable=SC2016  # expanded by the inner sh, from its $1
   nohup unshare --mount --propagation private sh -c '
     mount --bind "$1/run-containerd" /run/containerd 2>/dev/null ||
       { mkdir -p /run/containerd && mount --bind "$1/run-containerd" /run/containerd; }
@@ -60,7 +61,8 @@ down() {
 case ${1:-} in
   up) up ;;
   down) down ;;
-  status) running && echo "dockerd up (pid $(cat "$PIDFILE"), $SOCK)" || { echo "dockerd down"; exit 1; } ;;
+  status)
+    if running; then echo "dockerd up (pid $(cat "$PIDFILE"), $SOCK)"; else echo "dockerd down"; exit 1; fi ;;
   host) echo "unix://$SOCK" ;;
   *) die "usage: docker.sh up | down | status | host" ;;
 esac

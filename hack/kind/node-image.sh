@@ -83,7 +83,7 @@ one_image "etcd:$ETCD_VERSION" "$CP_BIN/etcd" /usr/local/bin/etcd ""
 one_image "coredns:$COREDNS_VERSION" "$NODE_BIN/coredns" /coredns "" --entrypoint /coredns
 one_image "pause:$PAUSE_TAG" "$NODE_BIN/pause" /pause "" --entrypoint /pause --user 65535:65535
 rm -rf "$work/img"
-log "images: $(cd "$images" && ls | tr '\n' ' ')"
+log "images: $(find "$images" -name '*.tar' -printf '%f ')"
 
 # The base: kind's images/base steps, on the debootstrap root filesystem.
 root=$work/rootfs
@@ -123,8 +123,7 @@ install -D -m 0755 "$(command -v runc)" "$root/usr/local/sbin/runc"
   jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' |
   jq 'del(.process.rlimits)' >"$root/etc/containerd/cri-base.json"
 # The node: kind build node-image's steps.
-for b in kubelet; do install -m 0755 "$NODE_BIN/$b" "$root/usr/bin/"; done
-install -m 0755 "$KIND_DIR/kubeadm" "$CP_BIN/kubectl" -t "$root/usr/bin/"
+install -m 0755 "$NODE_BIN/kubelet" "$KIND_DIR/kubeadm" "$CP_BIN/kubectl" -t "$root/usr/bin/"
 printf '%s\n' "$K8S_VERSION" >"$root/kind/version"
 sed -i "s|sandbox_image = .*|sandbox_image = \"$REPO/pause:$PAUSE_TAG\"|" "$root/etc/containerd/config.toml"
 # Sandbox only: the kubelet asks for negative oom_score_adj values (-998 for sandboxes);
@@ -140,6 +139,7 @@ builder=tflaunch-kind-build-$key
 $DOCKER run -d --name "$builder" --entrypoint sleep --cap-add ALL --cap-drop SYS_RESOURCE \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined "$base" infinity >/dev/null
 $DOCKER cp "$images" "$builder:/kind/images"
+# shellcheck disable=SC2016  # run by the builder's bash
 $DOCKER exec "$builder" bash -euc '
   nohup containerd >/tmp/containerd.log 2>&1 &
   for _ in $(seq 1 60); do [ -S /run/containerd/containerd.sock ] && ctr info >/dev/null 2>&1 && break; sleep 0.5; done
