@@ -159,6 +159,9 @@ cmd_up() {
   "$here/kind/docker.sh" up
   build_tools
   image=$(node_image)
+  # Node images of earlier inputs (1.2 GB each); one still in use stays.
+  docker images tflaunch.dev/kind-node --format '{{.Repository}}:{{.Tag}}' | grep -vxF "$image" |
+    xargs -r docker rmi >/dev/null 2>&1 || true
   registry_up
   kubeconfig=$KIND_DIR/kubeconfig-$CLUSTER
   if ! kind_ get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
