@@ -197,6 +197,8 @@ cmd_down() {
     kind_ delete cluster --name "$CLUSTER" --kubeconfig "$KIND_DIR/kubeconfig-$CLUSTER" || true
   fi
   registry_down
+  # kind's docker network outlives the cluster; its bridge would stay on the host.
+  if "$here/kind/docker.sh" status >/dev/null 2>&1; then docker network rm kind >/dev/null 2>&1 || true; fi
   "$here/kind/docker.sh" down
 }
 
