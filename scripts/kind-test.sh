@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end test on a kind cluster: train MNIST on CPU workers and check the result.
 #
-# Submits examples/mnist.yaml with the image `make kind-load` put into the cluster, waits for
-# the job, checks that Kubernetes marks it Complete, and looks for the chief's result line
+# Submits examples/mnist.yaml with the image `make kind-load` put into the cluster (or a
+# registry's reference the nodes pull), one worker per node (a required pod anti-affinity),
+# waits for the job, checks that Kubernetes marks it Complete, that the workers ran on
+# WORKERS different nodes (spec.nodeName), and looks for the chief's result line
 # (launcher.core.contract.RESULT_LINE_PREFIX, then JSON) in worker 0's logs. Whatever happens, the
 # job and the namespace it created are deleted on exit; on a failure, what is needed to debug
 # is saved into ARTIFACTS first.
@@ -83,9 +85,22 @@ if ! "$KUBECTL" get namespace "$NAMESPACE" >/dev/null 2>&1; then
   created_namespace=true
 fi
 
-log "submitting $NAME: $WORKERS CPU workers, image $IMAGE, namespace $NAMESPACE of kind-$CLUSTER"
+# One worker per node: the group's TF_CONFIG hosts, rendezvous and all-reduce then cross
+# the pod network between nodes (checked below on the pods' spec.nodeName).
+spread_spec="$workdir/spec.yaml"
+"$PYTHON" - "$SPEC" "$NAME" "$spread_spec" <<'PY'
+import sys, yaml
+spec_path, name, out = sys.argv[1:]
+doc = yaml.safe_load(open(spec_path))
+doc["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+    "labelSelector": {"matchLabels": {"tflaunch.dev/job-name": name}},
+    "topologyKey": "kubernetes.io/hostname"}]}}
+yaml.safe_dump(doc, open(out, "w"), sort_keys=False)
+PY
+
+log "submitting $NAME: $WORKERS CPU workers on different nodes, image $IMAGE, namespace $NAMESPACE of kind-$CLUSTER"
 submitted=true
-"$TFLAUNCH" submit "$SPEC" --name "$NAME" -n "$NAMESPACE" --image "$IMAGE" \
+"$TFLAUNCH" submit "$spread_spec" --name "$NAME" -n "$NAMESPACE" --image "$IMAGE" \
   --workers "$WORKERS" --gpus 0 --set spec.imagePullPolicy=IfNotPresent
 
 wait_status=0
@@ -99,6 +114,14 @@ esac
 
 # Kubernetes' own word, independent of tflaunch's reading of it.
 "$KUBECTL" wait --for=condition=Complete job -l "$job_selector" -n "$NAMESPACE" --timeout=60s
+
+nodes=$("$KUBECTL" get pods -n "$NAMESPACE" -l "$job_selector" --field-selector=status.phase=Succeeded \
+  -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u)
+log "the workers ran on: $(printf '%s' "$nodes" | paste -sd' ')"
+if (($(printf '%s\n' "$nodes" | grep -c .) < WORKERS)); then
+  log "$WORKERS workers but only $(printf '%s\n' "$nodes" | grep -c .) node(s): they did not train across nodes"
+  exit 1
+fi
 
 worker0_log="$ARTIFACTS/worker-0.log"
 "$KUBECTL" logs -n "$NAMESPACE" -l "$worker0_selector" --all-containers --tail=-1 >"$worker0_log"

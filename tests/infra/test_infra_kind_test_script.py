@@ -25,11 +25,13 @@ def run_kind_test(
     submit_status: int = 0,
     worker0_log: str = GOOD_LOG,
     namespace_exists: bool = False,
+    nodes: str = "tflaunch-worker\ntflaunch-worker2\n",
 ) -> Run:
     rules = [
         rule("kind", "get kubeconfig", Answer("apiVersion: v1\nkind: Config\n")),
         rule("kubectl", "get namespace", Answer(status=0 if namespace_exists else 1)),
         rule("kubectl", "logs -l", Answer(worker0_log)),
+        rule("kubectl", "get pods --field-selector=status.phase=Succeeded", Answer(nodes)),
         rule("kubectl", "get pods", Answer("pod/mnist-e2e-worker-0-abcde\n")),
         rule("kubectl", "logs", Answer("a worker's log\n")),
         rule("tflaunch", "submit", Answer(status=submit_status)),
@@ -50,10 +52,12 @@ def test_a_successful_run_submits_waits_checks_the_result_and_cleans_up(tmp_path
     run = run_kind_test(tmp_path)
 
     assert run.status == 0, run.stderr
+    submitted_spec = run.argvs("tflaunch")[0][1]
+    assert submitted_spec.endswith("/spec.yaml"), "examples/mnist.yaml with one worker per node"
     assert run.argvs("tflaunch") == [
         [
             "submit",
-            "examples/mnist.yaml",
+            submitted_spec,
             "--name",
             "mnist-e2e",
             "-n",
@@ -86,6 +90,13 @@ def test_worker_0s_logs_are_read_by_its_completion_index_label_in_full(tmp_path:
     }
     assert "--tail=-1" in logs, "kubectl logs -l shows only 10 lines by default"
     assert (run.artifacts / "worker-0.log").read_text() == GOOD_LOG
+
+
+def test_workers_on_fewer_nodes_than_there_are_workers_fail_the_test(tmp_path: Path) -> None:
+    run = run_kind_test(tmp_path, nodes="tflaunch-worker\n")
+
+    assert run.status == 1
+    assert "did not train across nodes" in run.stderr
 
 
 def test_kubernetes_must_also_mark_the_job_complete(tmp_path: Path) -> None:
