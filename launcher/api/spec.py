@@ -235,6 +235,7 @@ PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Keras = Literal["auto", "tf-keras", "keras3"]
 Restart = Literal["recreate", "inPlace"]
 Egress = Literal["open", "peers"]
+SuccessPolicy = Literal["allWorkers", "chief"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -394,6 +395,12 @@ class JobSpec:
         "replaced) or inPlace (every worker's wrapper relaunches its program in the same pod, "
         "together, up to backoffLimit times; docs/restart-in-place.md).",
         "recreate",
+    )
+    success_policy: SuccessPolicy = _field(
+        "successPolicy",
+        "When the job has succeeded: allWorkers (every worker exits 0) or chief (worker 0 "
+        "exits 0, a Kubeflow TFJob's default; the workers still running are then stopped).",
+        "allWorkers",
     )
     termination_grace_period_seconds: int = _field(
         "terminationGracePeriodSeconds",

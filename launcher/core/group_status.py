@@ -98,6 +98,8 @@ def newest_first(pods: Iterable[Obj]) -> list[Obj]:
 def _phase(jobs: Sequence[Obj], workers: int) -> tuple[Phase | None, str, str]:
     if not jobs:
         return None, "", ""
+    if reading.group_succeeded(jobs, workers=workers):  # chief: whatever the others did after
+        return "Succeeded", "Complete", _succeeded(jobs, workers)
     for job in jobs:
         failed = reading.job_failed(job)
         if failed is not None:
@@ -105,12 +107,15 @@ def _phase(jobs: Sequence[Obj], workers: int) -> tuple[Phase | None, str, str]:
             message = " ".join(str(failed.get("message") or "").split())
             where = f"Job {reading.name(job)}" if len(jobs) > 1 else ""
             return "Failed", reason, ": ".join(part for part in (where, message) if part)
-    enough = reading.indexed(jobs) or len(jobs) >= workers  # every per-worker Job exists
-    if all(reading.job_complete(j) for j in jobs) and enough:
-        return "Succeeded", "Complete", f"all {workers} workers succeeded"
     if any(reading.job_suspended(j) for j in jobs):
         return "Suspended", "Suspended", "the Jobs are suspended (e.g. queued by Kueue)"
     return readiness(min(workers, reading.ready_workers(jobs)), workers)
+
+
+def _succeeded(jobs: Sequence[Obj], workers: int) -> str:
+    if reading.success_policy(jobs) == "chief":
+        return "the chief (worker 0) succeeded (successPolicy: chief)"
+    return f"all {workers} workers succeeded"
 
 
 def readiness(ready: int, total: int) -> tuple[Phase, str, str]:

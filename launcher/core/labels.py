@@ -75,6 +75,9 @@ def parse_index(value: object) -> int | None:
 SPEC_HASH = "tflaunch.dev/spec-hash"
 """Hash of the MultiWorkerJob spec a Job was rendered from: the operator tells an edited spec
 from the running one by it (a Job's pod template is immutable)."""
+SUCCESS_POLICY = "tflaunch.dev/success-policy"
+"""On every Job of a job whose spec.successPolicy is chief: the Jobs tell every reader (status,
+wait, the operator) that worker 0's success is the group's (`reading.group_succeeded`)."""
 SUSPEND_REQUESTED = "tflaunch.dev/suspend-requested"
 """spec.suspend as tflaunch (the operator, or `tflaunch submit`) last applied it to the Job.
 Both act only when spec.suspend changes against it, so Kueue (or a person) may suspend and

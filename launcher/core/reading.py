@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from launcher.core import contract, exit_policy, labels, untrusted
@@ -117,6 +117,39 @@ def job_end_time(job: Obj) -> datetime.datetime | None:
     ended = parse_time(status(job).get("completionTime"))
     failed = job_failed(job)
     return ended or (parse_time(failed.get("lastTransitionTime")) if failed else None)
+
+
+def job_worker_index(job: Obj) -> int | None:
+    """The worker a per-worker Job runs (its pod template's index label); None otherwise."""
+    template_meta = pod_template(job).get("metadata") or {}
+    return labels.worker_index_of(template_meta.get("labels") or {}, {})
+
+
+def success_policy(jobs: Iterable[Obj]) -> str:
+    """The group's spec.successPolicy, as its Jobs say it: chief when one is annotated so."""
+    chief = any(annotations_of(j).get(labels.SUCCESS_POLICY) == "chief" for j in jobs)
+    return "chief" if chief else "allWorkers"
+
+
+def group_succeeded(jobs: Sequence[Obj], *, workers: int) -> bool:
+    """Whether the group of `workers` workers that these (live) Jobs run has succeeded.
+
+    allWorkers: every Job is complete (one per worker in the per-worker layout). chief: the
+    Job of worker 0 is complete and no other Job had failed before it; the indexed Job
+    decides that itself (its successPolicy names index 0). A succeeded group stays so
+    whatever its other workers do after (a TFJob's default successPolicy).
+    """
+    if not jobs:
+        return False
+    if indexed(jobs) or success_policy(jobs) == "allWorkers":
+        enough = indexed(jobs) or len(jobs) >= workers  # every per-worker Job exists
+        return enough and all(job_complete(j) for j in jobs)
+    chief = next((j for j in jobs if job_worker_index(j) == 0), None)
+    if chief is None or not job_complete(chief):
+        return False
+    done = job_end_time(chief)
+    failed = [t for j in jobs if job_failed(j) is not None and (t := job_end_time(j))]
+    return done is None or all(t >= done for t in failed)
 
 
 def pod_template(job: Obj) -> Obj:
@@ -363,20 +396,35 @@ def same_preemption(event: list[PreemptedExit], exit_: PreemptedExit) -> bool:
 # --- The group's outcome -------------------------------------------------------------------
 
 
+def codes_succeeded(codes: Sequence[int | None], success: str = "allWorkers") -> bool:
+    """Whether workers 0..N-1 that exited with `codes` (None: still running, or stopped with
+    the group) made the group succeed under spec.successPolicy `success`: every worker
+    exited 0 (allWorkers), or worker 0 did (chief)."""
+    if success == "chief":
+        return bool(codes) and codes[0] == contract.EXIT_OK
+    return bool(codes) and all(code == contract.EXIT_OK for code in codes)
+
+
 def group_outcome(
-    codes: Iterable[int | None], *, restarts: int, backoff_limit: int, repeats: bool = False
+    codes: Sequence[int | None],
+    *,
+    restarts: int,
+    backoff_limit: int,
+    repeats: bool = False,
+    success: str = "allWorkers",
 ) -> GroupAction:
     """What the worker group does after an attempt that ended with the workers' exit `codes`
     (None: a worker that did not exit on its own, stopped with the group).
 
-    done: every worker exited 0. fail: an exit the table fails (a configuration error), or
-    the restart budget (`backoff_limit`) is spent, or `repeats` (the same program error in
-    every worker: a restart would repeat it). resume: a preemption (every exit that is not 0
-    is one the table resumes from; uses no retry). restart: anything else.
+    done: the group succeeded (`codes_succeeded` under `success`). fail: an exit the table
+    fails (a configuration error), or the restart budget (`backoff_limit`) is spent, or
+    `repeats` (the same program error in every worker: a restart would repeat it). resume: a
+    preemption (every exit that is not 0 is one the table resumes from; uses no retry).
+    restart: anything else.
     """
-    actions = [exit_policy.group_action(code) if code is not None else None for code in codes]
-    if actions and all(action == "done" for action in actions):
+    if codes_succeeded(codes, success):
         return "done"
+    actions = [exit_policy.group_action(code) if code is not None else None for code in codes]
     if "fail" in actions:
         return "fail"
     if "resume" in actions and set(actions) <= {"done", "resume", None}:

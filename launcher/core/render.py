@@ -134,6 +134,8 @@ def render(
             f"{job.spec.backoff_limit} group restarts x {job.spec.workers} workers (a group "
             "failure fails every worker's pod)"
         )
+    if job.spec.success_policy == "chief":
+        extra[labels.SUCCESS_POLICY] = "chief"
     if job.spec.checkpoint.run:  # so that a resubmit can keep it (`launcher.core.runs`)
         extra[labels.CHECKPOINT_RUN] = job.spec.checkpoint.run
     for obj in objects:
@@ -165,6 +167,11 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "suspend": gang.suspend_at_creation(job),
         "worker_selector": labels.worker_selector(job.name),
         "pod_failure_policy": exit_policy.pod_failure_policy(),
+        # The Job controller itself ends the indexed Job when worker 0 succeeds (and stops
+        # the other pods): SuccessCriteriaMet, then Complete.
+        "success_policy": (
+            {"rules": [{"succeededIndexes": "0"}]} if spec.success_policy == "chief" else None
+        ),
         "run_as_user": contract.TRAINER_UID,
         "image_pull_secrets": [{"name": s} for s in spec.image_pull_secrets],
         "tolerations": [_toleration(t) for t in spec.tolerations],

@@ -81,7 +81,7 @@ def to_multiworkerjob(tfjob: Mapping[str, Any]) -> dict[str, Any]:
         "labels": dict(_mapping(metadata, "labels", "metadata")),
         "annotations": dict(_mapping(metadata, "annotations", "metadata")),
     }
-    _success_policy(spec.get("successPolicy"))
+    out["successPolicy"] = _success_policy(spec.get("successPolicy"))
     _group(_replicas(spec), out)
     _run_policy(_mapping(spec, "runPolicy", "spec"), out)
     job_metadata = {"name": metadata["name"]}
@@ -353,9 +353,11 @@ def _run_policy(policy: Mapping[str, Any], out: dict[str, Any]) -> None:
         out["gang"] = "kueue"
 
 
-def _success_policy(policy: Any) -> None:
+def _success_policy(policy: Any) -> str:
+    """training-operator's default: the chief (worker 0 without one) decides."""
     if policy not in (None, "", "AllWorkers"):
         raise SpecError("spec.successPolicy", 'must be "" (the default) or AllWorkers')
+    return "allWorkers" if policy == "AllWorkers" else "chief"
 
 
 def _mapping(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -385,8 +387,7 @@ def notes(tfjob: Mapping[str, Any]) -> list[str]:
     lines = [
         f"restartPolicy {policy}: a failure restarts the whole worker group (up to "
         "backoffLimit), never one pod alone; retryable exit codes are tflaunch's table",
-        "successPolicy: the job succeeds when every worker exits 0 (MultiWorkerMirroredStrategy "
-        "workers finish together)",
+        _success_note(tfjob.get("spec", {}).get("successPolicy")),
         "TF_CONFIG: training-operator's tasks and keys, with tflaunch's host names "
         "(<name>-worker-<i>, resolvable before the pods are Ready)",
     ]
@@ -403,3 +404,12 @@ def notes(tfjob: Mapping[str, Any]) -> list[str]:
     if "schedulingPolicy" in tfjob.get("spec", {}).get("runPolicy", {}):
         lines.append("runPolicy.schedulingPolicy: queue is a Kueue LocalQueue (gang: kueue)")
     return lines
+
+
+def _success_note(policy: Any) -> str:
+    if policy == "AllWorkers":
+        return "successPolicy AllWorkers: successPolicy allWorkers, every worker must exit 0"
+    return (
+        "successPolicy (default): successPolicy chief, the job succeeds when worker 0 (the "
+        "chief) exits 0 and the workers still running are stopped"
+    )

@@ -261,13 +261,16 @@ class GroupEnd:
     def describe(self) -> str:
         return account(self.ends)
 
-    def next_step(self, restarts_so_far: int, backoff_limit: int) -> GroupAction:
+    def next_step(
+        self, restarts_so_far: int, backoff_limit: int, success: str = "allWorkers"
+    ) -> GroupAction:
         """What the group does after this attempt: the exit-code table's decision
-        (`reading.group_outcome`, the operator's too), with the same program error in every
-        worker, or a divergence, as a repeat."""
+        (`reading.group_outcome`, the operator's too) under spec.successPolicy `success`,
+        with the same program error in every worker, or a divergence, as a repeat."""
         return reading.group_outcome(
             self.exit_codes,
             restarts=restarts_so_far,
             backoff_limit=backoff_limit,
             repeats=self.same_program_error is not None or self.divergence is not None,
+            success=success,
         )

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import contract, tfconfig, workload
+from launcher.core import contract, reading, tfconfig, workload
 from launcher.core.errors import SpecError, WorkersFailed
 from launcher.core.program import own_program
 from launcher.core.worker_end import GroupEnd, not_retried, program_signal
@@ -123,7 +123,10 @@ class _Group:
         grace_seconds: float,
         isolation: Isolation | None = None,
         cwds: Sequence[Path | None] = (),
+        success: str = "allWorkers",
     ) -> None:
+        self._success = success
+        """spec.successPolicy: when the group has succeeded (`reading.codes_succeeded`)."""
         self.processes: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
         self.last_errors: list[str | None] = [None] * len(commands)
@@ -159,7 +162,8 @@ class _Group:
         while True:
             codes = [p.poll() for p in self.processes]
             self._report(codes)
-            if all(code == 0 for code in codes):
+            if reading.codes_succeeded(codes, self._success):
+                self.stop()  # successPolicy chief: the workers still running are stopped
                 break
             if any(code not in (None, 0) for code in codes):
                 # The others save at the same step (a preemption), or fail on their own
@@ -370,7 +374,7 @@ def run_local(
             with log_files(paths, job.spec.workers, restarts + preemptions) as files:
                 group = _Group(commands, console, files,
                                job.spec.termination_grace_period_seconds, isolation,
-                               worker_cwds(job, paths))  # fmt: skip
+                               worker_cwds(job, paths), job.spec.success_policy)  # fmt: skip
                 try:
                     attempt = group.wait_first_failure()
                 except (KeyboardInterrupt, _Terminated):
@@ -383,7 +387,7 @@ def run_local(
                     # run is a success, whenever the Ctrl-C came.
                 finally:
                     group.stop()
-            step = attempt.next_step(restarts, job.spec.backoff_limit)
+            step = attempt.next_step(restarts, job.spec.backoff_limit, job.spec.success_policy)
             if step == "done":
                 if own_program(job.spec):  # the program's own output is its result
                     model_dir = str(paths.model_dir) if not_empty(paths.model_dir) else None

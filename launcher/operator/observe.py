@@ -15,7 +15,7 @@ from typing import Any
 
 from launcher.api import spec as spec_model
 from launcher.core import names
-from launcher.core.reading import ended, job_complete, terminated
+from launcher.core.reading import ended, group_succeeded, terminated
 from launcher.operator import crd
 from launcher.operator.children import spec_hash
 from launcher.operator.conditions import finished
@@ -94,7 +94,7 @@ def chief_log_wanted(observed: Observed) -> str | None:
         return None
     jobs, pods = owned(observed)
     live = [j for j in jobs if not terminating(j)]
-    if not live or not all(job_complete(j) for j in live):
+    if not group_succeeded(live, workers=len(live)):
         return None
     chief = chief_pod(pods)
     if chief is None or parse_result((terminated(chief) or {}).get("message")) is not None:

@@ -19,6 +19,7 @@ from launcher.core.reading import (
     WorkerExit,
     failed_workers,
     group_outcome,
+    group_succeeded,
     job_complete,
     job_failed,
     pods_divergence,
@@ -34,6 +35,9 @@ from launcher.operator.plan import RESTART_POLL_SECONDS, Plan, transition_events
 def outcome(g: Group) -> Plan | None:
     """Succeeded, Failed or Restarting, when the live Jobs say so: the exit-code table's
     decision (`reading.group_outcome`, local mode's too) from the failed workers' exits."""
+    ours = [j for j in g.live if name_of(j) in g.job_names]
+    if group_succeeded(ours, workers=g.workers):  # chief: whatever the others did after
+        return _succeed(g)
     exits = failed_workers(g.pods)
     ends = worker_end.ends_of(g.pods)
     failures = [(j, c) for j in g.live if (c := job_failed(j)) is not None]
@@ -65,8 +69,6 @@ def outcome(g: Group) -> Plan | None:
             backoff_limit=g.job.spec.backoff_limit,
         )
         return _spent(g, what) if decision == "fail" else _restart(g, what)
-    if set(g.job_names) <= {name_of(j) for j in g.live if job_complete(j)}:
-        return _succeed(g)
     return None
 
 
@@ -74,7 +76,11 @@ def _succeed(g: Group) -> Plan:
     chief = chief_pod(g.pods)
     result = parse_result((terminated(chief) or {}).get("message")) if chief else None
     result = result or parse_result(g.observed.chief_log)
-    message = f"all {g.workers} workers completed"
+    message = (
+        "the chief (worker 0) completed"
+        if g.job.spec.success_policy == "chief"
+        else f"all {g.workers} workers completed"
+    )
     if result is None:
         message += f"; no {contract.RESULT_LINE_PREFIX.strip()} line in the chief's log"
     elif isinstance(result.get("test_accuracy"), int | float):
@@ -86,7 +92,10 @@ def _succeed(g: Group) -> Plan:
         completion_time=format_time(g.now),
         start_time=g.status.start_time or format_time(g.now),
     )
-    return Plan(status=status, events=transition_events(g.old, status))
+    # successPolicy chief: the workers still running are stopped (the indexed Job's own
+    # successPolicy stops its pods itself).
+    running = tuple(name_of(j) for j in g.live if job_failed(j) is None and not job_complete(j))
+    return Plan(status=status, delete_jobs=running, events=transition_events(g.old, status))
 
 
 def fail(g: Group, reason: str, message: str) -> Plan:

@@ -117,3 +117,21 @@ def test_a_second_interrupt_while_the_workers_save_stops_them_at_once(tmp_path):
 
 def _kill(process) -> None:
     process.kill()
+
+
+def test_under_success_policy_chief_worker_0s_exit_0_ends_the_group_and_stops_the_others(
+    tmp_path,
+):
+    logs = [(tmp_path / f"w{i}.log").open("w") for i in range(2)]
+    commands = [([sys.executable, "-c", p], {}) for p in ("pass", "import time; time.sleep(3600)")]
+    group = _Group(commands, LineConsole(lambda _: None, verbose=False), logs, 1.0,
+                   success="chief")  # fmt: skip
+    try:
+        result = {}
+        assert _finishes(lambda: result.update(attempt=group.wait_first_failure()))
+        assert result["attempt"].exit_codes == (0, None)  # worker 1 stopped, not failed
+        assert result["attempt"].next_step(0, 3, "chief") == "done"
+        assert all(p.poll() is not None for p in group.processes)
+    finally:
+        for process in group.processes:
+            process.kill()

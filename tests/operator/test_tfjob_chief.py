@@ -54,3 +54,26 @@ def test_a_failed_worker_restarts_the_chief_with_the_group() -> None:
     cluster.settle()
     assert cluster.status.restarts == 1
     assert _tf_config(cluster.jobs["mnist-worker-0"])["task"] == {"type": "chief", "index": 0}
+
+
+def test_under_success_policy_chief_the_chiefs_exit_0_succeeds_and_stops_the_others() -> None:
+    cluster = Cluster({**_converted(), "spec": {**_converted()["spec"], "successPolicy": "chief"}})
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.finish_worker(0)
+    plan = cluster.reconcile()
+    assert cluster.status.phase == "Succeeded"
+    assert cluster.status.message.startswith("the chief (worker 0) completed")
+    assert sorted(plan.delete_jobs) == ["mnist-worker-1", "mnist-worker-2"]
+
+
+def test_under_all_workers_the_chiefs_exit_0_alone_leaves_the_group_running() -> None:
+    cluster = Cluster(_converted())
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.finish_worker(0)
+    cluster.settle()
+    assert cluster.status.phase not in ("Succeeded", "Failed")
+    assert sorted(cluster.jobs) == ["mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
