@@ -88,6 +88,15 @@ def split_namespaces(values: tuple[str, ...]) -> tuple[str, ...]:
     help="Node label keys spec.nodeSelector and spec.affinity.nodeAffinity may use ('' none, "
     "'*' any); default: any.",
 )
+@click.option(
+    "--tfjobs",
+    type=click.Choice(["off", "managed", "all"]),
+    default="off",
+    show_default=True,
+    help="Serve Kubeflow TFJobs (kubeflow.org/v1) too: managed, those whose "
+    "runPolicy.managedBy is tflaunch.dev/operator; all, also those that name no controller "
+    "(where no training-operator runs). Needs the TFJob CRD.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log every handler call (kopf debug).")
 @cluster_options
 def operator_command(
@@ -100,6 +109,7 @@ def operator_command(
     allowed_priority_classes: str | None,
     allowed_toleration_keys: str | None,
     allowed_node_labels: str | None,
+    tfjobs: str,
     verbose: bool,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -156,6 +166,7 @@ def operator_command(
         metrics=metrics,
         elector=elector,
         policy=policy,
+        tfjob_mode=tfjobs,
     )
 
 

@@ -23,11 +23,14 @@ from launcher.cluster.find import job_objects
 from launcher.cluster.kinds import Kind
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
-from launcher.core import reading
+from launcher.core import reading, tfjob
 from launcher.core.errors import Conflict, ExitStatus, Forbidden, NotFound, WaitTimeout
 
 MULTIWORKERJOB = Kind(identity.KIND, identity.API_VERSION, identity.PLURAL)
 """The operator's custom resource (one `Kind` for the CLI and the operator)."""
+TFJOB = Kind("TFJob", "kubeflow.org/v1", "tfjobs")
+"""Kubeflow's TFJob, which the operator serves with `--tfjobs` (`launcher.operator.tfjobs`)
+through a MultiWorkerJob of the same name that the TFJob controls."""
 
 
 class OperatorOwned(Conflict):
@@ -153,6 +156,15 @@ def delete_multiworkerjob(
     deadline = time.monotonic() + timeout
     found = job_objects(cluster, name, namespace)
     deleted = [f"{identity.KIND.lower()}/{name}"]
+    resource = get_multiworkerjob(cluster, name, namespace)
+    owner = tfjob.controller_of(resource) if resource is not None else None
+    if owner is not None:  # else the operator would convert the TFJob again
+        retrying(
+            lambda: cluster.delete(TFJOB, owner, namespace, propagation="Foreground"),
+            cluster.outage,
+            deadline=deadline,
+        )
+        deleted.insert(0, f"tfjob.kubeflow.org/{owner}")
     deleted += [
         f"{o['kind'].lower()}/{o['metadata']['name']}"
         for o in [*found.jobs, *found.services, *found.network_policies, *found.pods]

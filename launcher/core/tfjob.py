@@ -32,6 +32,9 @@ _REFUSED_REPLICAS = {
     "validation_data, or model.evaluate after fit), or run tf.keras.utils.SidecarEvaluator as "
     "a Job of its own on spec.checkpoint's volume; remove the Evaluator replica",
 }
+MANAGED_BY = "tflaunch.dev/operator"
+"""runPolicy.managedBy of a TFJob the tflaunch operator serves (`tflaunch operator --tfjobs`);
+a TFJob naming another controller is left to it."""
 CHIEFS = ("Chief", "Master")
 """training-operator's names for the one replica that decides the job (Master: the old one)."""
 _RESTART_POLICIES = ("Never", "OnFailure", "Always", "ExitCode")
@@ -51,6 +54,23 @@ _RUN_POLICY_FIELDS = {
     "backoffLimit": "backoffLimit",
     "suspend": "suspend",
 }
+
+
+def managed_by(tfjob: Mapping[str, Any]) -> str | None:
+    """The TFJob's runPolicy.managedBy (None or "" when it names no controller)."""
+    run_policy = (tfjob.get("spec") or {}).get("runPolicy") or {}
+    value = run_policy.get("managedBy") if isinstance(run_policy, Mapping) else None
+    return str(value) if value else None
+
+
+def controller_of(obj: Mapping[str, Any]) -> str | None:
+    """The name of the TFJob that controls `obj` (the MultiWorkerJob the operator made of
+    it, `tflaunch operator --tfjobs`), or None."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == TFJOB_KIND and ref.get("controller"):
+            return str(ref.get("name"))
+    return None
 
 
 def is_tfjob(document: Mapping[str, Any]) -> bool:
@@ -318,7 +338,13 @@ def _checkpoint(
 
 def _run_policy(policy: Mapping[str, Any], out: dict[str, Any]) -> None:
     where = "spec.runPolicy"
-    _only(policy, where, {"cleanPodPolicy", "schedulingPolicy", *_RUN_POLICY_FIELDS})
+    _only(policy, where, {"cleanPodPolicy", "schedulingPolicy", "managedBy", *_RUN_POLICY_FIELDS})
+    if policy.get("managedBy") not in (None, "", MANAGED_BY):
+        raise SpecError(
+            f"{where}.managedBy",
+            f"names another controller ({policy['managedBy']}), which runs this TFJob: "
+            f"remove it, or set {MANAGED_BY}, to run it with tflaunch",
+        )
     if policy.get("cleanPodPolicy", "None") != "None":
         raise SpecError(
             f"{where}.cleanPodPolicy",

@@ -28,7 +28,7 @@ import kopf
 
 from launcher.cluster import apply, client, find, logs, operated, stalls
 from launcher.cluster.client import Cluster, credentials
-from launcher.core import admission, labels, reading
+from launcher.core import admission, labels, reading, tfjob
 from launcher.core.errors import (
     ClusterError,
     Conflict,
@@ -37,7 +37,17 @@ from launcher.core.errors import (
     TflaunchError,
     TransientClusterError,
 )
-from launcher.operator import crd, in_place, leader, observe, progress, reconcile, tenancy
+from launcher.operator import (
+    crd,
+    in_place,
+    leader,
+    observe,
+    progress,
+    reconcile,
+    tenancy,
+    tfjob_edge,
+    tfjobs,
+)
 
 logger = logging.getLogger("tflaunch.operator")
 
@@ -47,6 +57,7 @@ ERROR_RETRY_SECONDS = 15.0
 Emit = Callable[[Mapping[str, Any], reconcile.Event], None]
 
 MULTIWORKERJOB = operated.MULTIWORKERJOB
+TFJOB = operated.TFJOB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -419,6 +430,7 @@ def run(
     metrics: Recorder | None = None,
     elector: leader.Elector | None = None,
     policy: tenancy.Allowlist | None = None,
+    tfjob_mode: str = "off",
 ) -> None:
     """Run the operator in the foreground (kopf's event loop) until it is stopped.
 
@@ -432,11 +444,14 @@ def run(
             leader Lease (`launcher.operator.leader`); None runs at once.
         policy: what a MultiWorkerJob may ask the scheduler for (`launcher.operator.tenancy`);
             None: anything.
+        tfjob_mode: which Kubeflow TFJobs it serves too (`launcher.operator.tfjobs.Serve`).
 
     Raises:
         LeadershipLost: the Lease could not be renewed; kopf was stopped first.
     """
     controller = Controller(cluster, kopf_event, metrics, policy)
+    if tfjob_mode != "off":
+        serve_tfjobs(cluster, "all" if tfjob_mode == "all" else "managed")
     kwargs: dict[str, Any] = {"clusterwide": True} if clusterwide else {"namespaces": namespaces}
     stop = threading.Event()
     if elector is not None:
@@ -526,6 +541,27 @@ for _group, _version, _plural in (("", "v1", "services"),
         when=lambda body, **_: owner_of(body) is not None,
         registry=registry,
     )(_owned_child_changed(_plural))  # fmt: skip
+
+
+def serve_tfjobs(cluster: Cluster, serve: tfjobs.Serve) -> None:
+    """Add the TFJob handlers to `registry` (`tflaunch operator --tfjobs`): a TFJob's event
+    and its MultiWorkerJob's reconcile the TFJob (`launcher.operator.tfjob_edge`)."""
+    runner = tfjob_edge.TFJobs(cluster, serve)
+
+    @kopf.on.event(TFJOB.api_version.split("/")[0], "v1", TFJOB.plural, registry=registry)
+    async def tfjob_changed(namespace: str | None, name: str, **_: Any) -> None:
+        if namespace:
+            await runner.trigger(namespace, name)
+
+    @kopf.on.event(
+        crd.GROUP, crd.VERSION, crd.PLURAL,
+        when=lambda body, **_: tfjob.controller_of(body) is not None,
+        registry=registry,
+    )  # fmt: skip
+    async def tfjob_child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+        owner = tfjob.controller_of(body)
+        if owner is not None and namespace:
+            await runner.trigger(namespace, owner)
 
 
 @kopf.on.cleanup(registry=registry)

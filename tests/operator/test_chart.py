@@ -71,6 +71,33 @@ def test_the_plain_manifests_are_the_charts_defaults(helm: str) -> None:
     ).read_text() == operator_manifests.expected(), "stale: run make operator-manifests"
 
 
+def test_the_tfjob_manifests_are_the_chart_with_tfjob_enabled(helm: str) -> None:
+    assert (
+        ROOT / "manifests/operator/tfjob/operator.yaml"
+    ).read_text() == operator_manifests.expected_tfjob(), "stale: run make operator-manifests"
+
+
+def test_tfjobs_are_opt_in_and_bring_their_crd_rbac_and_flag(helm: str) -> None:
+    default = _render()
+    assert "CustomResourceDefinition" not in _kinds(default)
+    assert "--tfjobs" not in _args(default)
+    assert "kubeflow.org" not in yaml.safe_dump(_one(default, "ClusterRole"))
+    enabled = _render("tfjob.enabled=true")
+    crd = _one(enabled, "CustomResourceDefinition")
+    assert crd["metadata"]["name"] == "tfjobs.kubeflow.org"
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    args = _args(enabled)
+    assert args[args.index("--tfjobs") + 1] == "all"  # the CRD is the chart's: no operator
+    rules = _one(enabled, "ClusterRole")["rules"]
+    assert {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs/status"], "verbs": ["patch"]} in (
+        rules
+    )
+    without_crd = _render("tfjob.enabled=true", "tfjob.installCRD=false")
+    assert "CustomResourceDefinition" not in _kinds(without_crd)
+    args = _args(without_crd)
+    assert args[args.index("--tfjobs") + 1] == "managed"  # another's CRD: only managedBy ours
+
+
 def test_the_charts_crd_is_the_generated_one() -> None:
     link = CHART / "crds" / "multiworkerjobs.tflaunch.dev.yaml"
     assert link.is_symlink() and link.resolve() == (ROOT / "manifests/operator/crd.yaml").resolve()

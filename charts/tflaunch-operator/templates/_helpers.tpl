@@ -60,4 +60,30 @@ app.kubernetes.io/part-of: tflaunch
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads]
   verbs: [list]  # spec.gang: kueue: why Kueue holds the Jobs back, in its words
+{{- if .Values.tfjob.enabled }}
+- apiGroups: [kubeflow.org]
+  resources: [tfjobs]
+  verbs: [get, list, watch]
+- apiGroups: [kubeflow.org]
+  resources: [tfjobs/status]
+  verbs: [patch]  # the conditions and replicaStatuses a TFJob user reads
+- apiGroups: [kubeflow.org]
+  resources: [tfjobs/finalizers]
+  verbs: [update]  # the MultiWorkerJob's blockOwnerDeletion
+- apiGroups: [tflaunch.dev]
+  resources: [multiworkerjobs]
+  verbs: [create, patch]  # a TFJob's own MultiWorkerJob (server-side apply)
+{{- end }}
+{{- end -}}
+
+{{/*
+Which TFJobs the operator serves (tflaunch operator --tfjobs): "all" (runPolicy.managedBy
+tflaunch.dev/operator or none) where the TFJob CRD is the chart's, "managed" (only the former)
+where another installation (a training-operator) owns it. `helm template` looks nothing up:
+the CRD is the chart's there.
+*/}}
+{{- define "tflaunch-operator.tfjobServe" -}}
+{{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "tfjobs.kubeflow.org" -}}
+{{- $ours := or (not $crd) (eq (dig "metadata" "labels" "tflaunch.dev/crd-owner" "" $crd) "tflaunch") -}}
+{{- if and .Values.tfjob.installCRD $ours -}}all{{- else -}}managed{{- end -}}
 {{- end -}}
