@@ -160,6 +160,10 @@ def _replica(name: str) -> Any:
         ),
         (lambda d: d["spec"].update(successPolicy="ChiefOnly"), "spec.successPolicy"),
         (lambda d: d["spec"].update(enableDynamicWorker=True), "spec.enableDynamicWorker"),
+        (
+            lambda d: d["spec"]["runPolicy"].update(managedBy="kubeflow.org/training-operator"),
+            "spec.runPolicy.managedBy",
+        ),
     ],
 )
 def test_what_tflaunch_cannot_honour_is_refused_by_name(change: Any, field: str) -> None:
@@ -235,3 +239,9 @@ def test_tf_config_matches_training_operators_goldens_bar_host_names(case: dict[
     expected = json.loads(case["tf_config"]) if case["tf_config"] else None
     workers = len(expected["cluster"]["worker"]) if expected else case["replicas"]["Worker"]
     assert len(ours["cluster"]["worker"]) == workers
+
+
+def test_a_tfjob_managed_by_the_tflaunch_operator_is_read_as_any_other() -> None:
+    document = copy.deepcopy(TFJOB)
+    document["spec"]["runPolicy"]["managedBy"] = tfjob.MANAGED_BY
+    assert tfjob.to_multiworkerjob(document)["spec"]["workers"] == 3

@@ -1,7 +1,8 @@
 """`kubectl apply -f tfjob.yaml` under the operator, on the real control plane: the chart
 with tfjob.enabled installs the kubeflow.org TFJob CRD (none was installed) and runs the
 operator with --tfjobs all, with the chart's RBAC. A Chief + Worker TFJob becomes a
-MultiWorkerJob of its name that the TFJob owns, runs to Succeeded, and the TFJob shows the
+MultiWorkerJob of its name that the TFJob owns, restarts as a group when its chief fails
+once, runs to Succeeded, and the TFJob shows the
 conditions and replicaStatuses a TFJob user reads; `tflaunch status/wait/logs/delete` work on
 its name. A TFJob managed by another controller is left alone; one tflaunch cannot run is
 Failed naming the field."""
@@ -20,9 +21,11 @@ from tests.e2e.test_chart_install import Release, run_operator  # noqa: F401 (a 
 pytestmark = pytest.mark.e2e
 
 
-def _tfjob(name: str, namespace: str, **run_policy: Any) -> dict[str, Any]:
+def _tfjob(
+    name: str, namespace: str, hooks: dict[str, str] | None = None, **run_policy: Any
+) -> dict[str, Any]:
     template = {
-        "metadata": {"annotations": pod_hooks(run_for="3s")},
+        "metadata": {"annotations": hooks or pod_hooks(run_for="3s")},
         "spec": {
             "containers": [
                 {
@@ -34,7 +37,7 @@ def _tfjob(name: str, namespace: str, **run_policy: Any) -> dict[str, Any]:
             ]
         },
     }
-    replica = {"replicas": 1, "restartPolicy": "Never", "template": template}
+    replica = {"replicas": 1, "restartPolicy": "OnFailure", "template": template}
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
@@ -44,6 +47,9 @@ def _tfjob(name: str, namespace: str, **run_policy: Any) -> dict[str, Any]:
             "tfReplicaSpecs": {"Chief": copy.deepcopy(replica), "Worker": replica},
         },
     }
+
+
+CHIEF_FAILS_ONCE = pod_hooks(run_for="3s", worker_exit={0: 1}, fail_once=True)
 
 
 def _tfjob_status(cp: ControlPlane, name: str, namespace: str) -> dict[str, Any]:
@@ -74,7 +80,8 @@ def test_a_tfjob_applied_with_kubectl_runs_under_the_operator(
     run_operator(release)
     cp.apply(
         [
-            _tfjob("tfj", namespace),
+            # The chief fails once (the worker's exit 0 decides nothing): the group restarts.
+            _tfjob("tfj", namespace, CHIEF_FAILS_ONCE),
             _tfjob("theirs", namespace, managedBy="kubeflow.org/training-operator"),
         ]
     )
@@ -91,6 +98,8 @@ def test_a_tfjob_applied_with_kubectl_runs_under_the_operator(
     assert replicas["Worker"]["failed"] == 0
     true = {c["type"] for c in status["conditions"] if c["status"] == "True"}
     assert {"Created", "Succeeded"} <= true and "Failed" not in true
+    assert "Restarting" in {c["type"] for c in status["conditions"]}  # it was, then not
+    assert cp.get("multiworkerjob", "tfj", "-n", namespace)["status"]["restarts"] == 1
     assert status["completionTime"]
     listed = cp.kubectl("get", "tfjobs", "-n", namespace).out
     assert any(line.split()[:2] == ["tfj", "Succeeded"] for line in listed.splitlines()), listed

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, ControlPlane
+from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.node.conftest import REAL_NODE
 from tests.node.test_mnist import succeeded_on_the_node, worker_lines
 
@@ -61,6 +61,12 @@ def real_node_tfjob(path: Path, namespace: str, image: str) -> Path:
     return path
 
 
+def _every_worker_ended(real_node: ControlPlane, namespace: str) -> bool:
+    status = real_node.tflaunch("status", "multi-worker", "-n", namespace, "-o", "json")
+    workers = json.loads(status.out)["status"]["workers"] if status.code == 0 else []
+    return bool(workers) and all(w["exitCode"] is not None for w in workers)
+
+
 @pytest.mark.timeout(1200)
 def test_a_tfjob_with_a_chief_trains_in_containers_with_training_operators_tf_config(
     real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
@@ -74,6 +80,9 @@ def test_a_tfjob_with_a_chief_trains_in_containers_with_training_operators_tf_co
 
     assert run.code == 0, run
     assert "job multi-worker succeeded" in run.out + run.err, run
+    # successPolicy (the TFJob's default): the chief's exit 0 decided; the worker, which ran
+    # the same collectives, ends on its own a moment later.
+    eventually(lambda: _every_worker_ended(real_node, namespace), what="the worker's end")
     succeeded_on_the_node(real_node, namespace, "multi-worker")
     expected = real_node.tflaunch("tfconfig", str(manifest), "--script", str(PROGRAM))
     assert expected.code == 0, expected
