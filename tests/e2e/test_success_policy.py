@@ -79,11 +79,16 @@ def test_under_chief_worker_0s_success_ends_the_job_and_stops_the_other(
     _worker_0_exits_0(cp, namespace, "chief")
     wait = cp.tflaunch("wait", "chief", "-n", namespace, "--timeout", "90", timeout=120)
     assert wait.code == 0, wait.err
-    job = cp.get("job", "chief-worker", "-n", namespace)
-    conditions = {c["type"] for c in job["status"]["conditions"] if c["status"] == "True"}
-    assert {"SuccessCriteriaMet", "Complete"} <= conditions
+    assert _state(cp, namespace, "chief") == "Succeeded"  # from SuccessCriteriaMet on
+
+    def conditions() -> set[str]:
+        job = cp.get("job", "chief-worker", "-n", namespace)
+        return {c["type"] for c in job["status"]["conditions"] if c["status"] == "True"}
+
+    # Complete once the Job controller has stopped worker 1.
+    eventually(lambda: {"SuccessCriteriaMet", "Complete"} <= conditions(), what="Complete")
+    assert _pod(cp, namespace, "chief", 1) is None
     assert _state(cp, namespace, "chief") == "Succeeded"
-    eventually(lambda: _pod(cp, namespace, "chief", 1) is None, what="worker 1 stopped")
 
 
 def test_under_all_workers_worker_0s_success_leaves_the_job_running(
