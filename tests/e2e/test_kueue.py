@@ -84,43 +84,43 @@ def kueue(control_plane: ControlPlane) -> Iterator[bool]:
         yield started
 
 
+def own_queue(namespace: str, quota: dict[str, str]) -> list[dict[str, Any]]:
+    """LocalQueue `team` in `namespace` on a ClusterQueue of its own (named like it, serving
+    only it) with `quota` of the hack/kueue.sh flavor; a higher-priority workload preempts
+    lower ones."""
+    resources = [{"name": name, "nominalQuota": value} for name, value in quota.items()]
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": namespace},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": list(quota),
+                        "flavors": [{"name": "tflaunch", "resources": resources}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "team", "namespace": namespace},
+            "spec": {"clusterQueue": namespace},
+        },
+    ]
+
+
 @pytest.fixture
 def queue(control_plane: ControlPlane, kueue: bool, namespace: str) -> Iterator[str]:
     """LocalQueue `team` in the test's namespace, on a ClusterQueue of its own (so no other
     test's job uses its quota): 16 CPUs, 64Gi, `QUOTA_GPUS` GPUs; a higher-priority workload
     preempts lower ones."""
-    quota = [
-        {"name": "cpu", "nominalQuota": "16"},
-        {"name": "memory", "nominalQuota": "64Gi"},
-        {"name": "nvidia.com/gpu", "nominalQuota": str(QUOTA_GPUS)},
-    ]
-    control_plane.apply(
-        [
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": namespace},
-                "spec": {
-                    "namespaceSelector": {
-                        "matchLabels": {"kubernetes.io/metadata.name": namespace}
-                    },
-                    "preemption": {"withinClusterQueue": "LowerPriority"},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                            "flavors": [{"name": "tflaunch", "resources": quota}],
-                        }
-                    ],
-                },
-            },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "team", "namespace": namespace},
-                "spec": {"clusterQueue": namespace},
-            },
-        ]
-    )
+    quota = {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": str(QUOTA_GPUS)}
+    control_plane.apply(own_queue(namespace, quota))
     eventually(
         lambda: control_plane.kubectl(
             "wait", "--for=condition=Active", f"clusterqueue/{namespace}", "--timeout=5s",

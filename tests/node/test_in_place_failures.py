@@ -8,7 +8,6 @@ the Job fails by its podFailurePolicy: no pod is recreated.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from tests.node.test_mnist import (  # noqa: F401 (fixtures)
     real_node_spec,
     shared_claim,
 )
+from tests.node.test_restart_in_place import pods
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -58,11 +58,6 @@ def script_spec(path: Path, where: str, image: str, source: str) -> Path:
     return spec
 
 
-def pod_uids(cluster: ControlPlane, where: str) -> set[str]:
-    items = json.loads(cluster.kubectl("get", "pods", "-n", where, "-o", "json").out)["items"]
-    return {p["metadata"]["uid"] for p in items}
-
-
 @pytest.mark.timeout(600)
 def test_a_name_error_on_every_worker_is_reported_once_and_not_retried(
     real_node: ControlPlane,
@@ -79,7 +74,7 @@ def test_a_name_error_on_every_worker_is_reported_once_and_not_retried(
     assert "every worker failed alike, a restart repeats it: NameError: name 'modle'" in run.err
     assert "not retried" in run.err, run.err
     assert "restart in place" not in run.err, run.err
-    assert len(pod_uids(real_node, namespace)) == 2, "a pod was recreated"
+    assert len(pods(real_node, namespace)) == 2, "a pod was recreated"
 
 
 @pytest.mark.timeout(600)
@@ -99,6 +94,6 @@ def test_a_crash_loop_stops_at_the_budget_with_the_cause_named(
         "worker 1 exited 76 (restart budget spent): RuntimeError: the data loader broke "
         "(the program exited 1); the group restarted 2 times (spec.backoffLimit)"
     ) in run.err, run.err
-    assert len(pod_uids(real_node, namespace)) == 2, "a pod was recreated"
+    assert len(pods(real_node, namespace)) == 2, "a pod was recreated"
     status = real_node.tflaunch("status", "mnist", "-n", namespace)
     assert "restarts in place: 2; the last: worker 1 exited 1: RuntimeError" in status.out, status

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import ControlPlane, eventually, stop_process
-from tests.e2e.test_kueue import _lines_of, running_kueue
+from tests.e2e.test_kueue import _lines_of, own_queue, running_kueue
 from tests.node import test_mnist
 from tests.node.conftest import NODE_NAME
 from tests.node.test_mnist import real_node_spec, worker_lines
@@ -83,32 +83,9 @@ def one_job_queue(real_node: ControlPlane, namespace: str) -> Iterator[str]:
     quota holds one real-node MNIST job (2 workers x 250m, 1Gi) but not two, and whose
     higher-priority workloads preempt lower ones."""
     with running_kueue(real_node, pods_ready="5m"):
-        quota = [{"name": "cpu", "nominalQuota": "750m"}, {"name": "memory", "nominalQuota": "3Gi"}]
         real_node.apply(
             [
-                {
-                    "apiVersion": "kueue.x-k8s.io/v1beta2",
-                    "kind": "ClusterQueue",
-                    "metadata": {"name": namespace},
-                    "spec": {
-                        "namespaceSelector": {
-                            "matchLabels": {"kubernetes.io/metadata.name": namespace}
-                        },
-                        "preemption": {"withinClusterQueue": "LowerPriority"},
-                        "resourceGroups": [
-                            {
-                                "coveredResources": ["cpu", "memory"],
-                                "flavors": [{"name": "tflaunch", "resources": quota}],
-                            }
-                        ],
-                    },
-                },
-                {
-                    "apiVersion": "kueue.x-k8s.io/v1beta2",
-                    "kind": "LocalQueue",
-                    "metadata": {"name": "team", "namespace": namespace},
-                    "spec": {"clusterQueue": namespace},
-                },
+                *own_queue(namespace, {"cpu": "750m", "memory": "3Gi"}),
                 {
                     "apiVersion": "scheduling.k8s.io/v1",
                     "kind": "PriorityClass",

@@ -238,19 +238,30 @@ def test_a_worker_whose_peer_never_comes_up_exits_75_naming_it(
 
     assert run.code == 0, run
 
-    def failed() -> dict[str, Any] | None:
-        for pod in real_node.get("pods", "-n", namespace)["items"]:
-            if pod["status"].get("phase") == "Failed":
-                return pod
-        return None
+    pod = eventually(lambda: failed_pod(real_node, namespace), timeout=600, what="a worker to fail")
+    exited_75_naming_its_peer(real_node, pod, namespace, seconds=20)
 
-    pod = eventually(failed, timeout=600, what="a worker to fail")
-    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+
+def failed_pod(cluster: ControlPlane, namespace: str) -> dict[str, Any] | None:
+    """A pod of `namespace` that has failed, or None yet."""
+    for pod in cluster.get("pods", "-n", namespace)["items"]:
+        if pod["status"].get("phase") == "Failed":
+            return dict(pod)
+    return None
+
+
+def exited_75_naming_its_peer(
+    cluster: ControlPlane, pod: dict[str, Any], namespace: str, seconds: int
+) -> dict[str, Any]:
+    """Check that worker `pod` of job mnist exited 75 (rendezvous) and its log names the
+    peer it could not reach within `seconds`; its terminated state."""
+    state: dict[str, Any] = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 75, state
     index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
     peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
-    log = real_node.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
-    assert f"peers never became reachable within 20s: {peer} (DNS: " in log, log
+    log = cluster.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
+    assert f"peers never became reachable within {seconds}s: {peer} (DNS: " in log, log
+    return state
 
 
 @pytest.fixture

@@ -138,20 +138,11 @@ def test_coredns_down_during_the_rendezvous_exits_75_naming_the_peer_then_trains
     with revived_after("coredns"):
         node_sh("kill", "coredns")
         assert cp.tflaunch("submit", str(spec)).code == 0
-
-        def failed() -> dict[str, Any] | None:
-            for pod in cp.get("pods", "-n", namespace)["items"]:
-                if pod["status"].get("phase") == "Failed":
-                    return dict(pod)
-            return None
-
-        pod = eventually(failed, timeout=300, what="a worker to fail its rendezvous")
-    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
-    assert state["exitCode"] == 75, state
-    index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
-    peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
-    log = cp.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
-    assert f"peers never became reachable within 15s: {peer} (DNS: " in log, log
+        pod = eventually(
+            lambda: mnist.failed_pod(cp, namespace), timeout=300,
+            what="a worker to fail its rendezvous",
+        )  # fmt: skip
+    state = mnist.exited_75_naming_its_peer(cp, pod, namespace, seconds=15)
     print(f"rendezvous: {state['startedAt']} -> {state['finishedAt']}")
 
     run = wait(cp, namespace)
