@@ -72,12 +72,24 @@ def from_log(log: str | None) -> Seen | None:
     return None if found is None else Seen(found, "the chief's log")
 
 
+STARTED_PHASES = ("Running", "Succeeded", "Failed")
+"""A pod in these phases has had its container started, so it has a log."""
+
+
 def chief_pod(summary: status_lib.JobStatus) -> str | None:
     """Worker 0's newest pod, once its container has started (else it has no log)."""
     chief = next((w for w in summary.workers if w.index == 0), None)
-    if chief is None or chief.pod is None or chief.phase not in ("Running", "Succeeded", "Failed"):
+    if chief is None or chief.pod is None or chief.phase not in STARTED_PHASES:
         return None
     return chief.pod
+
+
+def peer_pod(summary: status_lib.JobStatus) -> str | None:
+    """The lowest-index other worker's newest pod with a log: every worker's wrapper writes
+    the group's restart lines, so they outlive a chief's pod that is gone (a failed Job
+    deletes the pods still running)."""
+    peers = sorted((w for w in summary.workers if w.index != 0), key=lambda w: w.index)
+    return next((w.pod for w in peers if w.pod and w.phase in STARTED_PHASES), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,12 +125,16 @@ def read_chief(cluster: Cluster, summary: status_lib.JobStatus) -> Chief:
     from launcher.cluster import logs
 
     pod = chief_pod(summary)
-    if pod is None:
+    peer = None if pod is not None else peer_pod(summary)
+    if pod is None and peer is None:
         return Chief()
     try:
-        return from_chief_log(logs.pod_log_tail(cluster, pod, summary.namespace, LOG_TAIL_LINES))
+        log = logs.pod_log_tail(cluster, pod or str(peer), summary.namespace, LOG_TAIL_LINES)
     except ClusterError:
         return Chief()
+    if pod is None:  # a peer's log: its restart lines, not the chief's progress
+        return Chief(restarts=tuple(in_place.restarts((log or "").splitlines())))
+    return from_chief_log(log)
 
 
 def latest(cluster: Cluster, summary: status_lib.JobStatus) -> Seen | None:

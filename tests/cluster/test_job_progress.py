@@ -125,6 +125,21 @@ def test_status_counts_and_names_the_restarts_in_place_from_the_chiefs_log(
     )
 
 
+def test_status_reads_the_restarts_in_place_from_a_peer_once_the_chiefs_pod_is_gone(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    fake.put(pod_for(job, 1))  # a failed Job deleted worker 0's pod, still running then
+    fake.log("mnist-worker-1-a0", RESTART, "Traceback ...")
+
+    result = tflaunch("status", "mnist")
+
+    assert result.code == 0
+    assert result.out.splitlines()[1] == (
+        "restarts in place: 1; the last: worker 1 was killed by SIGKILL: Epoch 1/5 "
+        "(worker 0 exited 1 too)"
+    )
+
+
 def test_wait_says_each_restart_in_place_once_with_the_worker_and_its_cause(
     tflaunch: Tflaunch, fake: FakeKubernetes, running_job: dict[str, Any]
 ) -> None:
