@@ -233,6 +233,7 @@ Layout = Literal["indexed", "per-worker"]
 Gang = Literal["none", "kueue", "volcano", "coscheduling"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 Keras = Literal["auto", "tf-keras", "keras3"]
+Entrypoint = Literal["wrapper", "image"]
 Restart = Literal["recreate", "inPlace"]
 Egress = Literal["open", "peers"]
 SuccessPolicy = Literal["allWorkers", "chief"]
@@ -296,6 +297,14 @@ class JobSpec:
     )
     args: tuple[str, ...] = _field(
         "args", "Arguments of spec.command (or of spec.script).", factory=tuple
+    )
+    entrypoint: Entrypoint = _field(
+        "entrypoint",
+        "wrapper: the workers run the worker wrapper, which runs the program; image: they run "
+        "the image's own ENTRYPOINT (spec.args as its CMD), unwrapped (a TFJob with no "
+        "command): TF_CONFIG, peer names, env, backoffLimit and successPolicy apply, the "
+        "wrapper's preflight, exit codes, restart in place and stall stop do not.",
+        "wrapper",
     )
     script: Script | None = _field(
         "script",

@@ -15,6 +15,7 @@ from launcher.api.spec import MultiWorkerJob
 from launcher.cli.options import keras_note, script_warnings, spec_options, with_local_spec
 from launcher.cli.options import split_program_args as split_trainer_args
 from launcher.core import contract, workload
+from launcher.core.errors import SpecError
 from launcher.core.program import own_program
 from launcher.local.isolation import NETWORK_CHOICES
 
@@ -106,6 +107,12 @@ def local_command(
     if data is not None and not Path(data).is_file():
         raise click.BadParameter(
             f"{data} is not a file; pass the path of an mnist.npz", param_hint="--data"
+        )
+    if job.spec.entrypoint == "image":
+        raise SpecError(
+            "spec.entrypoint",
+            "image runs only in pods (local mode cannot read the image's ENTRYPOINT): write "
+            "the program as command (a TFJob container's command), e.g. [python, /train.py]",
         )
     # each worker's own GPUs, or a refusal before the data is fetched or anything starts
     gpu_slices = gpus.assign(

@@ -107,12 +107,19 @@ def _program_stem(path: str) -> str:
 def script_warnings(job: MultiWorkerJob) -> list[str]:
     """`script_lint.warnings` as the CLI says them, before anything starts (the program still
     runs)."""
+    if job.spec.entrypoint == "image":
+        return [entrypoint_note()]
     if job.spec.script is None:
         return []
     return [
         f"tflaunch: warning: {warning}"
         for warning in script_lint.warnings(job.spec.script, job.spec.workers)
     ]
+
+
+def entrypoint_note() -> str:
+    """The one line for spec.entrypoint: image: which guarantees hold, which do not."""
+    return f"tflaunch: note: spec.entrypoint: image {program.IMAGE_ENTRYPOINT_GUARANTEES}"
 
 
 def keras_note(job: MultiWorkerJob) -> str | None:

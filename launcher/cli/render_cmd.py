@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import program_args_option, spec_options, with_spec
+from launcher.cli.options import entrypoint_note, program_args_option, spec_options, with_spec
 from launcher.core import render
 
 
@@ -31,6 +31,8 @@ def render_command(job: MultiWorkerJob, output: str, out_dir: Path | None) -> No
       tflaunch render examples/mnist.yaml --workers 4 --gpus 1 | kubectl apply -f -
     """
     objects = render.render(job)
+    if job.spec.entrypoint == "image":
+        click.echo(entrypoint_note(), err=True)
     if out_dir is not None:
         for path in render.write_out_dir(objects, out_dir):
             click.echo(str(path))

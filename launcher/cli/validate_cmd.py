@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.cli.options import program_args_option, spec_options, with_spec
+from launcher.cli.options import entrypoint_note, program_args_option, spec_options, with_spec
 from launcher.core import render
 
 
@@ -30,6 +30,8 @@ def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_sch
     from launcher.core import schemas  # optional dependency, only needed here
 
     objects = render.render(job)
+    if job.spec.entrypoint == "image":
+        click.echo(entrypoint_note(), err=True)
     if no_schema:
         click.echo(f"ok: {job.name}: spec valid, {len(objects)} objects rendered")
         return

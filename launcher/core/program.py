@@ -25,7 +25,7 @@ OWN_ONLY = ("args", "rendezvous_timeout_seconds", "stall_timeout_seconds")
 
 def own_program(spec: JobSpec) -> bool:
     """True when the workers run the user's program rather than the built-in trainer."""
-    return bool(spec.command) or spec.script is not None
+    return bool(spec.command) or spec.script is not None or spec.entrypoint == "image"
 
 
 _BUILT_IN_ONLY = (
@@ -40,6 +40,8 @@ def validate(spec: JobSpec) -> None:
     for f in dataclasses.fields(defaults):
         if getattr(spec.trainer, f.name) != getattr(defaults, f.name):
             raise SpecError(f"spec.trainer.{f.metadata['key']}", _BUILT_IN_ONLY)
+    if spec.entrypoint == "image":
+        _check_image_entrypoint(spec)
     for i, word in enumerate(spec.command):
         if not word or "\0" in word:
             raise SpecError(f"spec.command[{i}]", "must be a non-empty string")
@@ -89,3 +91,36 @@ def check_builtin_only(spec: JobSpec) -> None:
 def _key(spec: Any, name: str) -> str:
     """The file key (camelCase) of JobSpec field `name`."""
     return str(next(f.metadata["key"] for f in dataclasses.fields(spec) if f.name == name))
+
+
+IMAGE_ENTRYPOINT_GUARANTEES = (
+    "runs the image's own ENTRYPOINT, unwrapped: TF_CONFIG, peer names that resolve before "
+    "the pods are Ready, env, backoffLimit and successPolicy apply; the worker wrapper's "
+    "preflight (peers, GPUs), exit codes 75-79, restart in place and stall stop do not "
+    "(write the container's command, e.g. [python, /train.py], to have them)"
+)
+"""The one line render/validate/submit print for spec.entrypoint: image (a TFJob with no
+command): which of tflaunch's guarantees hold for a program tflaunch cannot wrap."""
+
+
+def _check_image_entrypoint(spec: JobSpec) -> None:
+    """What needs the worker wrapper cannot go with spec.entrypoint: image."""
+    if spec.command or spec.script is not None:
+        raise SpecError(
+            "spec.entrypoint",
+            "image runs the image's ENTRYPOINT, but spec.command/spec.script names a "
+            "program: remove one",
+        )
+    if spec.restart == "inPlace":
+        raise SpecError(
+            "spec.restart",
+            "inPlace is done by the worker wrapper, which spec.entrypoint: image does not "
+            "run: write the command (the program the ENTRYPOINT runs), or restart: group",
+        )
+    for name in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
+        if getattr(spec, name) is not None:
+            raise SpecError(
+                f"spec.{_key(spec, name)}",
+                "is the worker wrapper's, which spec.entrypoint: image does not run: remove "
+                "it, or write the command",
+            )

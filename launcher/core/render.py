@@ -210,6 +210,8 @@ def _script_config_map_name(job: MultiWorkerJob) -> str | None:
 
 def _container_command(job: MultiWorkerJob) -> dict[str, list[str]]:
     """The container runs the worker wrapper (its command), which runs the program (args)."""
+    if job.spec.entrypoint == "image":  # the image's ENTRYPOINT, spec.args its CMD
+        return {"container_command": [], "container_args": list(job.spec.args)}
     argv = workload.worker_argv(job, *workload.pod_paths(job))
     wrapper = 3  # python -m trainer.run
     in_place = ["--restart-in-place", str(job.spec.backoff_limit)]

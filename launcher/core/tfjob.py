@@ -249,14 +249,10 @@ def _container(
     out["image"] = c["image"]
     if "imagePullPolicy" in c:
         out["imagePullPolicy"] = c["imagePullPolicy"]
-    if not c.get("command"):
-        raise SpecError(
-            f"{where}.command",
-            "required: tflaunch runs your program through its "
-            "worker wrapper and does not read the image's ENTRYPOINT; name it, e.g. "
-            "[python, /train.py]",
-        )
-    out["command"] = list(c["command"])
+    if c.get("command"):
+        out["command"] = list(c["command"])
+    else:  # as under training-operator: the image's ENTRYPOINT runs (program.IMAGE_ENTRYPOINT_GUARANTEES)
+        out["entrypoint"] = "image"
     out["args"] = list(c.get("args") or [])
     env: dict[str, str] = {}
     for i, item in enumerate(c.get("env") or []):

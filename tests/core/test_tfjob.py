@@ -12,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from launcher.api.identity import API_VERSION, KIND
 from launcher.cli.main import cli, run
 from launcher.core import load, render, tfconfig, tfjob
 from launcher.core.errors import SpecError
@@ -139,10 +140,6 @@ def _replica(name: str) -> Any:
             "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].image",
         ),
         (
-            lambda d: _container(d).pop("command"),
-            "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].command",
-        ),
-        (
             lambda d: _container(d).update(securityContext={"runAsUser": 0}),
             "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].securityContext",
         ),
@@ -184,10 +181,63 @@ def test_a_ps_tfjob_is_exit_2_with_one_line_saying_why_and_nothing_rendered(
     assert "ParameterServerStrategy" in lines[0] and "MultiWorkerMirroredStrategy" in lines[0]
 
 
-def test_kubeflows_example_is_refused_only_for_the_command_tflaunch_must_be_told() -> None:
-    with pytest.raises(SpecError) as refused:
-        load.load_job(str(DATA / "multi_worker_tfjob.yaml"))
-    assert refused.value.field.endswith("containers[tensorflow].command")
+def _trainer(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    job = next(o for o in objects if o["kind"] == "Job")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def test_kubeflows_unchanged_example_runs_its_images_entrypoint_with_the_guarantees_said(
+    tmp_path: Path,
+) -> None:
+    result = CliRunner().invoke(cli, ["render", str(DATA / "multi_worker_tfjob.yaml")])
+
+    assert result.exit_code == 0, result.output
+    (note,) = result.stderr.splitlines()
+    assert note.startswith("tflaunch: note: spec.entrypoint: image runs the image's own ENTRYPOINT")
+    assert "TF_CONFIG" in note and "restart in place" in note and "do not" in note
+    container = _trainer(list(yaml.safe_load_all(result.stdout)))
+    assert "command" not in container and "args" not in container  # ENTRYPOINT and CMD run
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert json.loads(env["TF_CONFIG"].replace("$(WORKER_INDEX)", "1"))["task"] == {
+        "type": "worker",
+        "index": 1,
+    }
+    assert env["TF_USE_LEGACY_KERAS"] == "1"  # the example's tf.keras fit on two workers
+
+
+def test_a_tfjob_with_args_and_no_command_gives_the_args_as_the_images_cmd(
+    tmp_path: Path,
+) -> None:
+    document = copy.deepcopy(TFJOB)
+    _container(document).pop("command")
+
+    job = load.load_job(_write(tmp_path, document))
+
+    assert job.spec.entrypoint == "image" and job.spec.command == ()
+    container = _trainer(render.render(job))
+    assert "command" not in container and container["args"] == ["--epochs", "2"]
+
+
+def test_the_images_entrypoint_is_refused_where_the_worker_wrapper_is_needed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["local", str(DATA / "multi_worker_tfjob.yaml")]) == 2
+    assert "spec.entrypoint: image runs only in pods" in capsys.readouterr().err
+    for field, value, says in [
+        ("restart", "inPlace", "spec.restart: inPlace is done by the worker wrapper"),
+        ("stallTimeoutSeconds", 60, "spec.stallTimeoutSeconds: is the worker wrapper's"),
+        ("command", ["python", "/t.py"], "spec.entrypoint: image runs the image's ENTRYPOINT"),
+    ]:
+        spec = {"image": "train:1", "workers": 2, "entrypoint": "image", field: value}
+        document = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "j"}}
+        path = tmp_path / f"{field}.yaml"
+        path.write_text(yaml.safe_dump({**document, "spec": spec}))
+
+        assert run(["validate", "--no-schema", str(path)]) == 2
+        printed = capsys.readouterr()
+        assert printed.out == "" and printed.err.count("\n") == 1, printed
+        assert says in printed.err, printed.err
 
 
 def test_kubeflows_example_with_its_command_renders_and_validates(tmp_path: Path) -> None:
