@@ -251,7 +251,7 @@ def _container(
         out["imagePullPolicy"] = c["imagePullPolicy"]
     if c.get("command"):
         out["command"] = list(c["command"])
-    else:  # as under training-operator: the image's ENTRYPOINT runs (program.IMAGE_ENTRYPOINT_GUARANTEES)
+    else:  # the image's ENTRYPOINT runs, as under training-operator (program.py says what holds)
         out["entrypoint"] = "image"
     out["args"] = list(c.get("args") or [])
     env: dict[str, str] = {}
