@@ -114,6 +114,15 @@ class Chief:
         return f"restarts in place: {count}{last}"
 
 
+def with_restarts_in_place(summary: status_lib.JobStatus, chief: Chief) -> status_lib.JobStatus:
+    """`summary` with the group's restarts in place as the chief's log says them (`status -o
+    json`'s restartsInPlace and lastRestartInPlace)."""
+    last = chief.restarts[-1].words() if chief.restarts else None
+    return dataclasses.replace(
+        summary, restarts_in_place=chief.restarts_in_place, last_restart_in_place=last
+    )
+
+
 def from_chief_log(log: str | None) -> Chief:
     lines = (log or "").splitlines()
     return Chief(from_log(log), tuple(in_place.restarts(lines)))

@@ -69,6 +69,8 @@ def job_document(summary: status.JobStatus) -> Document:
         body["resumedAtStep"] = summary.preemptions.resumed_at_step
         body["lastPreemptionTime"] = timestamp(summary.preemptions.last)
         body["kueueEvictions"] = dict(summary.evictions)
+        body["restartsInPlace"] = summary.restarts_in_place
+        body["lastRestartInPlace"] = summary.last_restart_in_place
     body["jobs"] = list(summary.jobs)
     if pods_read:
         body["workers"] = [_worker_document(w) for w in summary.workers]

@@ -74,10 +74,13 @@ def status_command(
         summary = status.summarize(name, ns, found.jobs, found.pods, queued)
         if resource is not None:  # -o json|yaml: under status.operator
             summary = operator_jobs.with_resource(summary, resource)
+        chief = None
+        if resource is None and fmt != "name":  # where training stands (the chief's log)
+            chief = job_progress.read_chief(cluster, summary)
+            summary = job_progress.with_restarts_in_place(summary, chief)
         current = utc_now()
         text = output.render([summary], fmt, current, single=True)
-        if fmt in (None, "wide") and resource is None:  # where training stands (the chief's log)
-            chief = job_progress.read_chief(cluster, summary)
+        if fmt in (None, "wide") and chief is not None:
             lines = [f"training: {chief.training.words(current)}"] if chief.training else []
             lines += [restarts] if (restarts := chief.restarts_words()) else []
             if lines:

@@ -80,6 +80,11 @@ class JobStatus:
     programs diverged: `reading.Divergence`), read from every pod of the job."""
     evictions: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Kueue's evictions of its Workloads per reason (`admission.evictions`), when read."""
+    restarts_in_place: int | None = None
+    """Its group restarts in place (spec.restart inPlace), from the chief's log, when read
+    (`launcher.cli.job_progress`; the operator's status.restarts counts them for its jobs)."""
+    last_restart_in_place: str | None = None
+    """The last one and its cause, in `launcher.core.in_place`'s words, when read."""
 
     @property
     def preemptions(self) -> preemptions_lib.Preemptions:

@@ -50,6 +50,11 @@ class Restart:
             return "; ".join(f"worker {e.index}: {e.last_error}" for e in ends)
         return worker_end.account(ends)
 
+    def words(self) -> str:
+        """`restart in place 2: worker 1 was killed by SIGKILL: ...`: the operator's
+        status.lastRestartInPlace and `status -o json`'s lastRestartInPlace."""
+        return f"restart in place {self.generation}: {self.describe()}"
+
 
 def _end(worker: int, error: str) -> WorkerEnd:
     match = worker_end.PROGRAM_EXIT.search(error)

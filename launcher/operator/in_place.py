@@ -42,4 +42,4 @@ def counted(old: Status, log: str | None) -> tuple[Status, tuple[Event, ...]]:
 
 
 def words(restart: in_place.Restart) -> str:
-    return f"restart in place {restart.generation}: {restart.describe()}"
+    return restart.words()

@@ -12,8 +12,9 @@ import jsonschema
 import pytest
 import yaml
 
-from launcher.cli import output, watching
+from launcher.cli import job_progress, output, watching
 from launcher.cluster import doctor, status
+from launcher.core import contract
 from tests.cluster.conftest import job_objects
 from tests.cluster.objects import pod_for, with_active, with_condition
 
@@ -51,6 +52,37 @@ def test_a_status_document_carries_every_worker_and_matches_the_schema() -> None
     ]
     assert workers[1]["reason"] == "Unschedulable: 0/3 nodes are available"
     assert document["spec"] == {"layout": "indexed", "workers": 2}
+
+
+def test_a_plain_jobs_status_document_counts_its_restarts_in_place_from_the_chiefs_log() -> None:
+    killed = "Epoch 2/5 (the program was killed by SIGKILL)"
+    chief = job_progress.from_chief_log(
+        "\n".join(
+            [
+                contract.restart_line(1, [(1, killed)]),
+                contract.restart_line(2, [(1, killed)]),
+            ]
+        )
+    )
+
+    document = output.job_document(
+        job_progress.with_restarts_in_place(failed_worker_status(), chief)
+    )
+
+    validate(document)
+    assert document["status"]["restartsInPlace"] == 2
+    assert document["status"]["lastRestartInPlace"] == (
+        "restart in place 2: worker 1 was killed by SIGKILL: Epoch 2/5"
+    )
+    assert document["status"]["restarts"] == 0  # no pod was replaced
+
+
+def test_a_status_document_whose_chiefs_log_was_not_read_says_null_restarts_in_place() -> None:
+    document = output.job_document(failed_worker_status())
+
+    validate(document)
+    assert document["status"]["restartsInPlace"] is None
+    assert document["status"]["lastRestartInPlace"] is None
 
 
 def test_a_list_item_has_the_jobs_active_count_and_no_worker_rows() -> None:

@@ -111,6 +111,12 @@ def test_a_killed_program_restarts_the_group_in_the_same_pods_from_one_checkpoin
     assert said[0].startswith("mnist: restart in place 1: worker 1 was killed by SIGKILL"), said
     status = real_node.tflaunch("status", "mnist", "-n", namespace)
     assert "restarts in place: 1; the last: worker 1 was killed by SIGKILL" in status.out, status
+    document = json.loads(real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert document["status"]["restartsInPlace"] == 1, document["status"]
+    assert document["status"]["restarts"] == 0, document["status"]  # no pod was replaced
+    assert document["status"]["lastRestartInPlace"].startswith(
+        "restart in place 1: worker 1 was killed by SIGKILL"
+    ), document["status"]
 
 
 @pytest.mark.timeout(1200)
