@@ -16,6 +16,7 @@ from launcher.api import rules
 from launcher.core import contract, names, pod_env
 from launcher.core import script as script_file
 from launcher.core.errors import SpecError
+from launcher.core.mistakes import Mistakes
 from launcher.core.quantities import quantity
 
 if TYPE_CHECKING:
@@ -47,25 +48,26 @@ RESERVED_KEY_DOMAINS = ("kubernetes.io", "k8s.io")
 """Label and annotation prefixes Kubernetes keeps for itself (and their subdomains)."""
 
 
-def check(job: MultiWorkerJob) -> None:
-    """Every limit rule but `check_int32` (which comes first); raise the first SpecError."""
+def gather(job: MultiWorkerJob, found: Mistakes) -> None:
+    """Run every limit rule but `check_int32` (which `validation` runs first), each on its
+    own, keeping each mistake in `found`."""
     spec = job.spec
-    check_port(spec.port)
-    check_env_names(spec.env, pod_env.reserved(job))
-    check_requests_within_limits(spec)
+    found.check(check_port, spec.port)
+    found.check(check_env_names, spec.env, pod_env.reserved(job))
+    found.check(check_requests_within_limits, spec)
     for field_key, mapping in (("labels", spec.labels), ("annotations", spec.annotations)):
-        check_reserved_keys(f"spec.{field_key}", mapping)
-    check_mount_path(spec.checkpoint.mount_path)
-    check_shm_size(spec)
+        found.check(check_reserved_keys, f"spec.{field_key}", mapping)
+    found.check(check_mount_path, spec.checkpoint.mount_path)
+    found.check(check_shm_size, spec)
     for i, toleration in enumerate(spec.tolerations):
-        check_toleration(f"spec.tolerations[{i}]", toleration)
-    check_layout_size(job)
-    check_tf_config_size(job)
-    check_exec_strings(spec)
-    check_annotations_size(spec.annotations)
-    check_image_pull_secrets(spec.image_pull_secrets)
+        found.check(check_toleration, f"spec.tolerations[{i}]", toleration)
+    found.check(check_layout_size, job)
+    found.check(check_tf_config_size, job)
+    found.check(check_exec_strings, spec)
+    found.check(check_annotations_size, spec.annotations)
+    found.check(check_image_pull_secrets, spec.image_pull_secrets)
     if spec.script is not None:
-        check_mount_path(spec.checkpoint.mount_path, script=True)
+        found.check(check_mount_path, spec.checkpoint.mount_path, True)
 
 
 def check_port(port: int) -> None:

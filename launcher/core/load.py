@@ -18,6 +18,7 @@ from launcher.api.spec import MultiWorkerJob
 from launcher.core import script as script_file
 from launcher.core import tfjob, typed, validation, yamldoc
 from launcher.core.errors import SpecError
+from launcher.core.mistakes import Mistakes
 
 
 def load_job(
@@ -54,12 +55,18 @@ def job_from_document(document: Mapping[str, Any], *, local: bool = False) -> Mu
 
 
 def validate(job: MultiWorkerJob, *, local: bool = False) -> None:
-    """Check every cross-field and format rule; raise the first SpecError found. `local`:
-    not the image's (a local run uses none)."""
+    """Check every cross-field and format rule; raise every SpecError found, at once.
+    `local`: not the image's (a local run uses none)."""
+    found = Mistakes()
+    found.check(_check_header, job)
+    validation.gather(job, found)
+    if not local:
+        found.check(validation.check_gpu_image, job.spec)
+    found.raise_any()
+
+
+def _check_header(job: MultiWorkerJob) -> None:
     if job.api_version != API_VERSION:
         raise SpecError("apiVersion", f"must be {API_VERSION}, got {job.api_version!r}")
     if job.kind != KIND:
         raise SpecError("kind", f"must be {KIND}, got {job.kind!r}")
-    validation.check(job)
-    if not local:
-        validation.check_gpu_image(job.spec)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from launcher.api import rules
 from launcher.core import contract, labels, limits, program, schemas
-from launcher.core.errors import SpecError
+from launcher.core.errors import SpecError, SpecErrors
+from launcher.core.mistakes import Mistakes
 from launcher.core.names import worker_hostname
 
 if TYPE_CHECKING:  # spec imports this module
@@ -61,53 +61,98 @@ def longest_generated_name(name: str, workers: int) -> str:
 
 
 def check(job: MultiWorkerJob) -> None:
-    """Check every cross-field and format rule below the document's type; raise the first
-    SpecError found."""
-    _validate_metadata(job)
+    """Check every cross-field and format rule below the document's type; raise every
+    SpecError found, all at once."""
+    found = Mistakes()
+    gather(job, found)
+    found.raise_any()
+
+
+def gather(job: MultiWorkerJob, found: Mistakes) -> None:
+    """Run every rule of `check()` on its own, keeping each mistake in `found`."""
     spec = job.spec
-    if not spec.image.strip():
+    found.check(_validate_metadata, job)
+    found.check(_validate_image, spec.image)
+    found.check(limits.check_int32, job)
+    found.check(_validate_cluster_domain, spec.cluster_domain)
+    if program.own_program(spec):
+        found.check(program.validate, spec)
+    else:
+        found.check(program.check_builtin_only, spec)
+        for trainer_rule in (_validate_batch, _validate_save_freq, _validate_learning_rate):
+            found.check(trainer_rule, job)
+    found.check(_validate_resources, spec.resources, spec.shm_size)
+    for name in spec.env:
+        found.check(_validate_env_name, name)
+    for key in ("labels", "annotations", "node_selector"):
+        for label_key in getattr(spec, key):
+            found.check(_validate_label_key, f"spec.{_key_of(spec, key)}", label_key)
+    for key in spec.labels:
+        found.check(_validate_unreserved_label, key)
+    for key, value in spec.labels.items():
+        found.check(_validate_label_value, f"spec.labels.{key}", value)
+    for key, value in spec.node_selector.items():
+        found.check(_validate_label_value, f"spec.nodeSelector.{key}", value)
+    for i, toleration in enumerate(spec.tolerations):
+        if toleration.key:
+            found.check(_validate_label_key, f"spec.tolerations[{i}].key", toleration.key)
+        found.check(_validate_label_value, f"spec.tolerations[{i}].value", toleration.value)
+    names = ("priority_class_name", "service_account_name", "scheduler_name", "queue_name")
+    for field_key in names:
+        found.check(_validate_object_name, spec, field_key)
+    for i, secret in enumerate(spec.image_pull_secrets):
+        found.check(_validate_secret_name, i, secret)
+    found.check(_validate_checkpoint, spec)
+    found.check(_validate_chief, spec)
+    limits.gather(job, found)
+    if spec.deny_metadata_egress and not spec.network_policy:
+        found.add(SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message))
+    found.check(_validate_egress, spec)
+    found.check(_validate_gang, spec)
+    if spec.restart == "inPlace" and spec.port + contract.CONTROL_PORT_OFFSET > 65535:
+        found.add(SpecError(rules.RESTART_PORT.field, rules.RESTART_PORT.message))
+    if spec.affinity:
+        found.check(schemas.check_affinity, spec.affinity)
+
+
+def _validate_image(image: str) -> None:
+    if not image.strip():
         raise SpecError(
             "spec.image", "is required: the trainer image (see docker/ and `make image`)"
         )
-    if not _IMAGE.fullmatch(spec.image):
-        raise SpecError("spec.image", f"{spec.image!r} is not an image reference")
-    limits.check_int32(job)
-    if len(spec.cluster_domain) > 253 or not _DNS_1123_SUBDOMAIN.fullmatch(spec.cluster_domain):
-        raise SpecError("spec.clusterDomain", f"{spec.cluster_domain!r} is not a DNS domain")
-    if program.own_program(spec):
-        program.validate(spec)
-    else:
-        program.check_builtin_only(spec)
-        _validate_trainer(job)
-    _validate_resources(spec.resources, spec.shm_size)
-    for name in spec.env:
-        where = f"spec.env.{name}"
-        if not _ENV_NAME.fullmatch(name):
-            raise SpecError(where, "is not a valid environment variable name")
-    for key in ("labels", "annotations", "node_selector"):
-        _validate_label_keys(f"spec.{_key_of(spec, key)}", getattr(spec, key))
-    for key in spec.labels:
-        if key in labels.RESERVED:
-            raise SpecError(f"spec.labels.{key}", "is set by tflaunch; choose another key")
-    for key, value in spec.labels.items():
-        _validate_label_value(f"spec.labels.{key}", value)
-    for key, value in spec.node_selector.items():
-        _validate_label_value(f"spec.nodeSelector.{key}", value)
-    for i, toleration in enumerate(spec.tolerations):
-        if toleration.key:
-            _validate_label_keys(f"spec.tolerations[{i}].key", {toleration.key: ""})
-        _validate_label_value(f"spec.tolerations[{i}].value", toleration.value)
-    name_fields = ("priority_class_name", "service_account_name", "scheduler_name", "queue_name")
-    for field_key in name_fields:
-        value = getattr(spec, field_key)
-        if value is not None and not _DNS_1123_SUBDOMAIN.fullmatch(value):
-            raise SpecError(f"spec.{_key_of(spec, field_key)}", f"{value!r} is not a valid name")
-    for i, secret in enumerate(spec.image_pull_secrets):
-        if not _DNS_1123_SUBDOMAIN.fullmatch(secret):
-            raise SpecError(f"spec.imagePullSecrets[{i}]", f"{secret!r} is not a valid Secret name")
-    if spec.checkpoint.claim_name is not None and not _DNS_1123_SUBDOMAIN.fullmatch(
-        spec.checkpoint.claim_name
-    ):
+    if not _IMAGE.fullmatch(image):
+        raise SpecError("spec.image", f"{image!r} is not an image reference")
+
+
+def _validate_cluster_domain(domain: str) -> None:
+    if len(domain) > 253 or not _DNS_1123_SUBDOMAIN.fullmatch(domain):
+        raise SpecError("spec.clusterDomain", f"{domain!r} is not a DNS domain")
+
+
+def _validate_env_name(name: str) -> None:
+    if not _ENV_NAME.fullmatch(name):
+        raise SpecError(f"spec.env.{name}", "is not a valid environment variable name")
+
+
+def _validate_unreserved_label(key: str) -> None:
+    if key in labels.RESERVED:
+        raise SpecError(f"spec.labels.{key}", "is set by tflaunch; choose another key")
+
+
+def _validate_object_name(spec: JobSpec, field_key: str) -> None:
+    value = getattr(spec, field_key)
+    if value is not None and not _DNS_1123_SUBDOMAIN.fullmatch(value):
+        raise SpecError(f"spec.{_key_of(spec, field_key)}", f"{value!r} is not a valid name")
+
+
+def _validate_secret_name(i: int, secret: str) -> None:
+    if not _DNS_1123_SUBDOMAIN.fullmatch(secret):
+        raise SpecError(f"spec.imagePullSecrets[{i}]", f"{secret!r} is not a valid Secret name")
+
+
+def _validate_checkpoint(spec: JobSpec) -> None:
+    claim = spec.checkpoint.claim_name
+    if claim is not None and not _DNS_1123_SUBDOMAIN.fullmatch(claim):
         raise SpecError("spec.checkpoint.claimName", "is not a valid PersistentVolumeClaim name")
     if not spec.checkpoint.mount_path.startswith("/"):
         raise SpecError("spec.checkpoint.mountPath", "must be an absolute path")
@@ -118,6 +163,9 @@ def check(job: MultiWorkerJob) -> None:
             f"{run!r} is not a run id (lower-case letters, digits and '-', at most 63), e.g. "
             "20261130-174512-3f2a",
         )
+
+
+def _validate_chief(spec: JobSpec) -> None:
     if spec.tf_config.chief and spec.layout != "per-worker":
         raise SpecError(rules.CHIEF_PER_WORKER.field, rules.CHIEF_PER_WORKER.message)
     if spec.tf_config.chief and not program.own_program(spec):
@@ -126,15 +174,6 @@ def check(job: MultiWorkerJob) -> None:
             "is for your own program (spec.command or spec.script, as a TFJob's): the "
             "built-in trainer runs every member as a worker; remove it",
         )
-    limits.check(job)
-    if spec.deny_metadata_egress and not spec.network_policy:
-        raise SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message)
-    _validate_egress(spec)
-    _validate_gang(spec)
-    if spec.restart == "inPlace" and spec.port + contract.CONTROL_PORT_OFFSET > 65535:
-        raise SpecError(rules.RESTART_PORT.field, rules.RESTART_PORT.message)
-    if spec.affinity:
-        schemas.check_affinity(spec.affinity)
 
 
 def _validate_metadata(job: MultiWorkerJob) -> None:
@@ -158,9 +197,8 @@ def check_namespace(namespace: str, where: str) -> None:
         raise SpecError(where, f"{namespace!r} is not a valid namespace name")
 
 
-def _validate_trainer(job: MultiWorkerJob) -> None:
-    trainer = job.spec.trainer
-    replicas = job.replicas
+def _validate_batch(job: MultiWorkerJob) -> None:
+    trainer, replicas = job.spec.trainer, job.replicas
     if trainer.global_batch_size % replicas:
         lower = max(replicas, trainer.global_batch_size // replicas * replicas)
         raise SpecError(
@@ -169,19 +207,24 @@ def _validate_trainer(job: MultiWorkerJob) -> None:
             f"{replicas} replicas: use a multiple of {replicas}, e.g. {lower} or "
             f"{lower + replicas})",
         )
-    if isinstance(trainer.save_freq, str) and trainer.save_freq != "epoch":
+
+
+def _validate_save_freq(job: MultiWorkerJob) -> None:
+    save_freq = job.spec.trainer.save_freq
+    if isinstance(save_freq, str) and save_freq != "epoch":
         raise SpecError(
-            "spec.trainer.saveFreq",
-            f'must be "epoch" or a number of steps, got {trainer.save_freq!r}',
+            "spec.trainer.saveFreq", f'must be "epoch" or a number of steps, got {save_freq!r}'
         )
-    if isinstance(trainer.save_freq, int):
-        _at_least("spec.trainer.saveFreq", trainer.save_freq, 1)
-        if trainer.save_freq > limits.INT32_MAX:
+    if isinstance(save_freq, int):
+        _at_least("spec.trainer.saveFreq", save_freq, 1)
+        if save_freq > limits.INT32_MAX:
             raise SpecError(
-                "spec.trainer.saveFreq",
-                f"must be at most {limits.INT32_MAX}, got {trainer.save_freq}",
+                "spec.trainer.saveFreq", f"must be at most {limits.INT32_MAX}, got {save_freq}"
             )
-    if not trainer.learning_rate > 0:
+
+
+def _validate_learning_rate(job: MultiWorkerJob) -> None:
+    if not job.spec.trainer.learning_rate > 0:
         raise SpecError("spec.trainer.learningRate", "must be greater than 0")
 
 
@@ -215,9 +258,9 @@ def _validate_gang(spec: JobSpec) -> None:
             spec.gang == "volcano" and spec.scheduler_name not in (None, "volcano"),
         ),
     )
-    for rule, violated in broken:
-        if violated:
-            raise SpecError(rule.field, rule.message)
+    errors = [SpecError(rule.field, rule.message) for rule, violated in broken if violated]
+    if errors:
+        raise SpecErrors.of(errors)
 
 
 def _validate_resources(resources_: Resources, shm_size: str) -> None:
@@ -233,16 +276,15 @@ def _validate_resources(resources_: Resources, shm_size: str) -> None:
                 )
 
 
-def _validate_label_keys(where: str, mapping: Mapping[str, str]) -> None:
-    for key in mapping:
-        prefix, _, name = key.rpartition("/")
-        if (
-            not name
-            or len(name) > 63
-            or not _LABEL_NAME.fullmatch(name)
-            or (prefix and (len(prefix) > 253 or not _DNS_1123_SUBDOMAIN.fullmatch(prefix)))
-        ):
-            raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
+def _validate_label_key(where: str, key: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    if (
+        not name
+        or len(name) > 63
+        or not _LABEL_NAME.fullmatch(name)
+        or (prefix and (len(prefix) > 253 or not _DNS_1123_SUBDOMAIN.fullmatch(prefix)))
+    ):
+        raise SpecError(f"{where}.{key}", "is not a valid key (e.g. example.com/team)")
 
 
 def _validate_label_value(where: str, value: str) -> None:

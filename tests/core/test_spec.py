@@ -230,3 +230,35 @@ def test_a_spec_with_three_mistakes_says_all_three_in_one_line(capsys):
     with pytest.raises(SpecError) as caught:  # the first one's field, for callers that name it
         load_job(None, [("spec.workers", 0), ("spec.trainer.epochs", -1)])
     assert caught.value.field == "spec.workers"
+
+
+def test_mistakes_between_fields_are_all_said_in_one_line_too(capsys):
+    """The rules between fields (a batch that must divide, an egress that needs its policy,
+    an absolute mount path) used to stop at their first: three runs for three mistakes."""
+    code = run(["validate", "--set", "spec.trainer.globalBatchSize=63", "--set",
+                "spec.egress=peers", "--set", "spec.networkPolicy=false", "--set",
+                "spec.checkpoint.mountPath=ckpt"])  # fmt: skip
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("tflaunch: error: 3 mistakes: spec.trainer.globalBatchSize: "), line
+    assert "; spec.checkpoint.mountPath: must be an absolute path; " in line
+    assert "; spec.egress: needs spec.networkPolicy: true" in line
+
+
+def test_a_rule_that_cannot_read_a_spec_already_wrong_adds_nothing():
+    """A later rule tripping over an earlier mistake is a consequence, not another mistake;
+    on a spec with no mistake found yet, the same failure is a bug and is not hidden."""
+    from launcher.core.mistakes import Mistakes
+
+    def tripping() -> None:
+        raise KeyError("a consequence")
+
+    with pytest.raises(KeyError):
+        Mistakes().check(tripping)
+    found = Mistakes()
+    found.add(SpecError("spec.workers", "must be at least 1, got 0"))
+    found.check(tripping)
+    found.add(SpecError("spec.workers", "must be at least 1, got 0"))  # said once
+    with pytest.raises(SpecError) as caught:
+        found.raise_any()
+    assert str(caught.value) == "spec.workers: must be at least 1, got 0"
