@@ -34,6 +34,7 @@ TENSORFLOW_MODULES = frozenset(
         "tests/local/test_preemption_own_program.py",
         "tests/local/test_run_outputs.py",
         "tests/local/test_tfjob_local.py",
+        "tests/local/test_tutorial_notebook.py",
         "tests/local/test_runner.py",
         "tests/trainer/test_preemption_words.py",
         "tests/trainer/test_trainer_cli.py",
