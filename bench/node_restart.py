@@ -11,10 +11,17 @@ wrapper lines: the kill noticed (a peer moved on, or its own program failed), ev
 the barrier, the program's backup restored, the first step. Recreate, by the pods: the
 replacements created, all Running, the first step.
 
+Mode `local`: `tflaunch local` on the same spec on this machine (its group restart: stop
+every worker, start them all again), worker 1's program (the child of its wrapper) killed
+the same way, after the first backup and each time the group trains again; the lines of
+worker 0's log and of tflaunch's console are stamped as they are written (read every
+0.05 s), and split by the same marks (noticed: tflaunch's "restarting all" line).
+
 Not a `bench_*.py` (it needs root, the node's binaries and the trainer image archive, and
 takes minutes). Run it as root:
 
-    .venv/bin/python bench/node_restart.py [--kills 3] [--archive PATH] [--write-docs]
+    .venv/bin/python bench/node_restart.py [--kills 3] [--modes inPlace,recreate,local]
+        [--archive PATH] [--write-docs]
 
 It takes ~/.cache/tflaunch/node.lock as tests/node does.
 """
@@ -29,8 +36,10 @@ import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,11 +47,13 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import load, machine
+from bench.common import load, machine, synthetic_npz
 from bench.docs_section import publish
 from bench.node_pods import (
     INDEX,
+    TFLAUNCH,
     Cluster,
+    image_data,
     image_ref,
     progress_lines,
     sh,
@@ -54,14 +65,21 @@ from bench.node_pods import (
 
 EPOCHS, STEPS = 4, 150
 MARKS = (
-    ("noticed", re.compile(r"restarting in place at generation|stopping this generation")),
+    (
+        "noticed",
+        re.compile(
+            r"restarting in place at generation|stopping this generation|restarting all \d+ workers"
+        ),
+    ),
     ("barrier", re.compile(r"generation \d+: every peer is here")),
     ("launched", re.compile(r"\bstarting \S")),
     ("program", re.compile(r"worker \d+ of \d+ at ")),
     ("strategy", re.compile(r"strategy ready in")),
     ("restored", re.compile(r"resuming from the backup")),
 )
-"""Worker 0's wrapper and trainer lines that split an in-place restart."""
+"""Worker 0's wrapper and trainer lines (and `tflaunch local`'s console) that split a
+restart."""
+PROGRESS = "TFLAUNCH_PROGRESS "
 
 
 def chiefs(cluster: Cluster, namespace: str) -> list[str]:
@@ -113,15 +131,22 @@ def first_step_after(cluster: Cluster, namespace: str, since: float) -> float | 
     return min(stamps) if stamps else None
 
 
-def split(cluster: Cluster, namespace: str, since: float, until_: float) -> dict[str, float]:
-    """In place: worker 0's marks between the kill and training again, from the kill."""
+def split(lines: list[tuple[float, str]], since: float, until_: float) -> dict[str, float]:
+    """The marks between the kill and training again in timed `lines`, from the kill."""
     times: dict[str, float] = {}
-    for name in chiefs(cluster, namespace):
-        for stamp, text in timed_lines(cluster, namespace, name):
-            for mark, pattern in MARKS:
-                if since < stamp <= until_ and mark not in times and pattern.search(text):
-                    times[mark] = stamp - since
+    for stamp, text in sorted(lines):
+        for mark, pattern in MARKS:
+            if since < stamp <= until_ and mark not in times and pattern.search(text):
+                times[mark] = stamp - since
     return times
+
+
+def chief_lines(cluster: Cluster, namespace: str) -> list[tuple[float, str]]:
+    return [
+        line
+        for name in chiefs(cluster, namespace)
+        for line in timed_lines(cluster, namespace, name)
+    ]
 
 
 def recreated(cluster: Cluster, namespace: str, since: float, seen: set[str]) -> dict[str, float]:
@@ -160,11 +185,110 @@ def one_job(cluster: Cluster, namespace: str, job_spec: Path, kills: int) -> lis
             functools.partial(first_step_after, cluster, namespace, killed), "training again"
         )
         times: dict[str, Any] = {"kill": kill + 1, "first_step": first - killed, "load": before}
-        times.update(split(cluster, namespace, killed, first))
+        times.update(split(chief_lines(cluster, namespace), killed, first))
         times.update(recreated(cluster, namespace, killed, uids))
         results.append(times)
         print(namespace, times, flush=True)
     until(lambda: done(cluster, namespace), "Succeeded")
+    return results
+
+
+class Stamped:
+    """Lines as they are written, each with when it was read: `tflaunch local`'s console
+    (its stdout) and worker 0's log file (every attempt appends to it)."""
+
+    def __init__(self, console: subprocess.Popen[bytes], log: Path) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._lock = threading.Lock()
+        assert console.stdout is not None
+        self._threads = [
+            threading.Thread(target=self._pump, args=(console.stdout,), daemon=True),
+            threading.Thread(target=self._tail, args=(log, console), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _add(self, text: str) -> None:
+        with self._lock:
+            self.lines.append((time.time(), text))
+
+    def _pump(self, stream: Any) -> None:
+        for raw in stream:
+            self._add(raw.decode(errors="replace").rstrip("\n"))
+
+    def _tail(self, log: Path, console: subprocess.Popen[bytes]) -> None:
+        offset, partial = 0, b""
+        while console.poll() is None:
+            if log.exists():
+                with log.open("rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                offset += len(chunk)
+                *complete, partial = (partial + chunk).split(b"\n")
+                for raw in complete:
+                    self._add(raw.decode(errors="replace"))
+            time.sleep(0.05)
+
+    def snapshot(self) -> list[tuple[float, str]]:
+        with self._lock:
+            return list(self.lines)
+
+    def first_step_after(self, since: float) -> float | None:
+        stamps = [t for t, text in self.snapshot() if t > since and text.startswith(PROGRESS)]
+        return min(stamps) if stamps else None
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def local_program(launcher: int, worker: int) -> int | None:
+    """The PID of worker `worker`'s program: the child of its wrapper, a child of
+    `tflaunch local` whose environment says WORKER_INDEX=`worker`."""
+    for wrapper in children(launcher):
+        try:
+            environ = Path(f"/proc/{wrapper}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"WORKER_INDEX={worker}".encode() in environ:
+            programs = children(wrapper)
+            return programs[0] if programs else None
+    return None
+
+
+def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> list[dict[str, Any]]:
+    """`tflaunch local` on the job, worker 1's program killed `kills` times; the times."""
+    console = subprocess.Popen(
+        [str(TFLAUNCH), "local", str(job_spec), "--workdir", str(workdir),
+         *(["--data", str(data)] if data else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    stamped = Stamped(console, workdir / "logs" / "worker-0.log")
+    results = []
+    try:
+        until(
+            lambda: True if any(workdir.glob("**/chief/checkpoint")) else None, "the first backup"
+        )
+        for kill in range(kills):
+            pid = until(lambda: local_program(console.pid, 1), "worker 1's program")
+            before = load()
+            killed = time.time()
+            os.kill(pid, signal.SIGKILL)
+            first = until(functools.partial(stamped.first_step_after, killed), "training again")
+            times: dict[str, Any] = {"kill": kill + 1, "first_step": first - killed, "load": before}
+            times.update(split(stamped.snapshot(), killed, first))
+            results.append(times)
+            print("local", times, flush=True)
+        if console.wait(timeout=1800) != 0:
+            tail = "\n".join(text for _, text in stamped.snapshot()[-20:])
+            raise SystemExit(f"tflaunch local exited {console.returncode}:\n{tail}")
+    finally:
+        if console.poll() is None:
+            console.send_signal(signal.SIGINT)
+            console.wait(timeout=120)
     return results
 
 
@@ -205,18 +329,70 @@ def markdown(results: dict[str, list[dict[str, Any]]], kills: int) -> str:
     medians = {
         mode: statistics.median(r["first_step"] for r in runs) for mode, runs in results.items()
     }
-    said = ", ".join(f"{mode} {median:.1f} s" for mode, median in medians.items())
-    if len(medians) == 2:
-        said += f" ({medians['recreate'] / medians['inPlace']:.1f}x)"
+    said = ", ".join(
+        f"{mode} {median:.1f} s"
+        + (
+            f" ({median / medians['inPlace']:.1f}x in place's)"
+            if mode != "inPlace" and "inPlace" in medians
+            else ""
+        )
+        for mode, median in medians.items()
+    )
     return (
         f"Machine: {machine()}. One 2-worker MNIST job per mode (examples/mnist.yaml, indexed "
         f"layout, {EPOCHS} epochs of {STEPS} steps, checkpoints on a hostPath "
-        f"PersistentVolume); worker 1's training program SIGKILLed {kills} times in each, "
+        f"PersistentVolume; `local`: `tflaunch local` on the same spec, on this machine); "
+        f"worker 1's training program SIGKILLed {kills} times in each, "
         "after the first backup and then each time the group trains again. Times from each "
-        "kill (containerd's log timestamps; pods: the API's, whole seconds).\n\n"
+        "kill (containerd's log timestamps; pods: the API's, whole seconds; `local`: lines "
+        "stamped as read, every 0.05 s).\n\n"
         + "\n".join(rows)
         + f"\n\nMedian kill -> training again: {said}.\n"
     )
+
+
+def node_jobs(
+    tmp: Path, archive: Path, modes: list[str], kills: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Each node mode's job, on a control plane and node brought up for them; `local` in
+    between, while they are up, so that every mode shares the machine's background."""
+    results: dict[str, list[dict[str, Any]]] = {}
+    node_modes = [m for m in modes if m != "local"]
+    # `local` alone: the spec's image is not run, and its archive need not be built.
+    image = image_ref(archive) if node_modes or archive.exists() else "tflaunch-trainer:local"
+    kubeconfig = tmp / "kubeconfig"
+    if node_modes:
+        sh("node.sh", "down")
+        sh("cluster.sh", "up", str(kubeconfig))
+    try:
+        if node_modes:
+            sh("node.sh", "up", str(kubeconfig), sh("node.sh", "smoke-image"))
+            sh("node.sh", "import", str(archive))
+        for mode in modes:
+            if mode == "local":
+                path = spec(tmp / "local.yaml", "default", image, EPOCHS, STEPS)
+                document = yaml.safe_load(path.read_text())
+                document["spec"].update(backoffLimit=kills + 1)
+                path.write_text(yaml.safe_dump(document))
+                data = image_data(archive) or synthetic_npz(tmp / "mnist.npz")
+                results[mode] = local_job(path, tmp / "local", data, kills)
+                continue
+            cluster = Cluster(kubeconfig)
+            namespace = f"restart-{mode.lower()}"
+            cluster.kubectl("create", "namespace", namespace)
+            claim = shared_claim(cluster, namespace)
+            path = spec(tmp / f"{namespace}.yaml", namespace, image, EPOCHS, STEPS, claim)
+            document = yaml.safe_load(path.read_text())
+            document["spec"].update(restart=mode, backoffLimit=kills + 1)
+            path.write_text(yaml.safe_dump(document))
+            results[mode] = one_job(cluster, namespace, path, kills)
+    finally:
+        if node_modes:
+            try:
+                sh("node.sh", "down")
+            finally:
+                sh("cluster.sh", "down", str(kubeconfig))
+    return results
 
 
 def main() -> None:
@@ -225,41 +401,26 @@ def main() -> None:
     parser.add_argument("--archive", type=Path, help="the trainer image archive to import")
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument(
-        "--modes", default="inPlace,recreate", help="comma-separated: inPlace,recreate"
+        "--modes",
+        default="inPlace,recreate,local",
+        help="comma-separated, run in this order: inPlace,recreate,local",
     )
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    if not set(modes) <= {"inPlace", "recreate", "local"}:
+        raise SystemExit(f"--modes: unknown mode in {args.modes!r}; use inPlace,recreate,local")
     archive = args.archive or Path(sh("images.sh", "path", "trainer"))
-    image = image_ref(archive)
     cache = Path(sh("cluster.sh", "port-lock")).parent
-    results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp, open(cache / "node.lock", "a") as lock:
-        print("waiting for the node lock ...", flush=True)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        kubeconfig = Path(tmp) / "kubeconfig"
-        sh("node.sh", "down")
-        sh("cluster.sh", "up", str(kubeconfig))
-        try:
-            sh("node.sh", "up", str(kubeconfig), sh("node.sh", "smoke-image"))
-            sh("node.sh", "import", str(archive))
-            cluster = Cluster(kubeconfig)
-            for mode in args.modes.split(","):
-                namespace = f"restart-{mode.lower()}"
-                cluster.kubectl("create", "namespace", namespace)
-                claim = shared_claim(cluster, namespace)
-                path = spec(Path(tmp) / f"{namespace}.yaml", namespace, image, EPOCHS, STEPS, claim)
-                document = yaml.safe_load(path.read_text())
-                document["spec"].update(restart=mode, backoffLimit=args.kills + 1)
-                path.write_text(yaml.safe_dump(document))
-                results[mode] = one_job(cluster, namespace, path, args.kills)
-        finally:
-            try:
-                sh("node.sh", "down")
-            finally:
-                sh("cluster.sh", "down", str(kubeconfig))
+        if modes != ["local"]:  # `local` alone needs no node
+            print("waiting for the node lock ...", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        results = node_jobs(Path(tmp), archive, modes, args.kills)
     print(json.dumps(results, indent=1))
     publish(
         "restart",
-        "Group restart on real pods: in place vs recreate (bench/node_restart.py)",
+        "Group restart: in place vs recreate on real pods, and `tflaunch local` "
+        "(bench/node_restart.py)",
         markdown(results, args.kills),
         write=args.write_docs,
     )

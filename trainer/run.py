@@ -37,7 +37,7 @@ from types import FrameType
 from typing import IO, NoReturn
 
 from launcher.core import contract, exit_policy
-from trainer import generations, known_errors, logs, preflight
+from trainer import generation_file, generations, known_errors, logs, preflight
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog, frozen_for
 
@@ -489,8 +489,13 @@ def run_in_place(
     """The program, relaunched here at every generation the group moves to, behind the
     barrier (`trainer.generations`), until it ends in a way that ends the worker or the
     budget (--restart-in-place) is spent."""
-    group = generations.Group(cluster, first_generation(env))
+    # A plain Job's recreated pods: no peer stayed to tell them the group's generation.
+    stored = generation_file.Keeper(
+        args.checkpoint_dir, cluster.index, env.get(contract.ENV_JOB_UID, "")
+    )
+    group = generations.Group(cluster, max(first_generation(env), stored.generation))
     generation = first = group.me.generation
+    stored.say_last_restart()
     code = contract.EXIT_TRANSIENT
     try:
         while True:
@@ -511,6 +516,7 @@ def run_in_place(
             failures = group.failures() if generation > first else []
             if failures:  # where status, wait and the operator read it (launcher.core.in_place)
                 print(contract.restart_line(generation, failures), flush=True)
+            stored.entered(generation, failures)
             final, failed, exited = run_generation(args, cluster, env, group, generation)
             if final is not None:
                 code = final

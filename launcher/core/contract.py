@@ -58,6 +58,10 @@ ENV_DATA = "TFLAUNCH_DATA"
 """Default for the trainer's --data: path of an mnist.npz (the image bakes one in)."""
 ENV_RESTARTS = "TFLAUNCH_RESTARTS"
 """How many times the group was restarted before this run (set by the runner)."""
+ENV_JOB_UID = "TFLAUNCH_JOB_UID"
+"""The uid of the Job that made the pod (the downward API, spec.restart inPlace): the wrapper
+keys the group's generation on the checkpoint volume by it (`trainer.generation_file`), so
+recreated pods continue the count and a new Job of the same name starts at 0."""
 ENV_ALIVE_FILE = "TFLAUNCH_ALIVE_FILE"
 """Set by the wrapper: where the program's stall watchdog (`trainer.watchdog`) writes its
 stall timeout every second. A file not touched for that long is a frozen program (SIGSTOP, a

@@ -20,6 +20,8 @@ WORKER_INDEX = "tflaunch.dev/worker-index"
 """Worker index on pods of the per-worker layout (literal, known at render time)."""
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """Set by Kubernetes on pods of Indexed Jobs (annotation, and label since 1.28)."""
+JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+"""Set by Kubernetes on every pod of a Job (its selector, since 1.27): the Job's uid."""
 
 RESERVED = frozenset({NAME, INSTANCE, COMPONENT, MANAGED_BY, JOB_NAME, WORKER_INDEX})
 """Keys users may not set in spec.labels: selectors and cleanup depend on them."""

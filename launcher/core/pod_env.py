@@ -35,6 +35,14 @@ class SetEnv:
         return {"name": self.name, "value": self.value}
 
 
+JOB_UID = SetEnv(
+    contract.ENV_JOB_UID,
+    "set by tflaunch from the pod's Job (spec.restart inPlace)",
+    value_from={"fieldRef": {"fieldPath": f"metadata.labels['{labels.JOB_CONTROLLER_UID}']"}},
+)
+"""Where the wrapper learns which Job's generation to continue (`trainer.generation_file`)."""
+
+
 def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -> list[SetEnv]:
     """What tflaunch sets in worker `index` (None: the Indexed Job's pods, which read their
     index from Kubernetes), in order; `restarts` (the operator's group restarts so far) goes
@@ -59,6 +67,8 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
             for name, value in workload.tflaunch_env(job).items()
         ),
     ]
+    if job.spec.restart == "inPlace":
+        env.append(JOB_UID)
     if restarts is not None:
         env.append(
             SetEnv(
@@ -82,7 +92,7 @@ def reserved(job: MultiWorkerJob) -> dict[str, str]:
     """Every variable `spec.env` may not set, and why: what `render` sets (the operator's
     children too, with $TFLAUNCH_RESTARTS) and what the image sets."""
     rendered = tflaunch_env(job, 0, restarts=0)  # the names are every member's
-    return {**IMAGE_ENV, **{e.name: e.why for e in rendered}}
+    return {**IMAGE_ENV, **{e.name: e.why for e in (*rendered, JOB_UID)}}
 
 
 def _completion_index() -> dict[str, Any]:

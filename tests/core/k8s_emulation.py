@@ -13,6 +13,9 @@ from typing import Any
 
 _REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+JOB_UID = "5e0f8a3c-1d2b-4f6e-8a7c-9b0d1e2f3a4b"
+"""The uid the emulated API server gives a Job that has none."""
 
 
 def expand(value: str, defined: dict[str, str]) -> str:
@@ -28,10 +31,10 @@ def expand(value: str, defined: dict[str, str]) -> str:
 
 
 def field_ref(pod: dict[str, Any], path: str) -> str:
-    annotations = pod["metadata"].get("annotations", {})
-    match = re.fullmatch(r"metadata\.annotations\['([^']+)'\]", path)
+    """A fieldRef's value; a label or annotation the pod lacks is "" (as the kubelet's)."""
+    match = re.fullmatch(r"metadata\.(annotations|labels)\['([^']+)'\]", path)
     if match:
-        return str(annotations[match.group(1)])
+        return str(pod["metadata"].get(match.group(1), {}).get(match.group(2), ""))
     if path == "metadata.name":
         return str(pod["metadata"]["name"])
     raise NotImplementedError(path)
@@ -47,7 +50,11 @@ def pods_of_job(job: dict[str, Any]) -> list[dict[str, Any]]:
         metadata = {
             "name": f"{job['metadata']['name']}-{index if indexed else 0}-abcde",
             "namespace": job["metadata"]["namespace"],
-            "labels": dict(template["metadata"].get("labels", {})),
+            # The API server puts the Job's uid in its selector and so in every pod's labels.
+            "labels": {
+                **template["metadata"].get("labels", {}),
+                JOB_CONTROLLER_UID: job["metadata"].get("uid", JOB_UID),
+            },
             "annotations": dict(template["metadata"].get("annotations", {})),
         }
         spec = dict(template["spec"])

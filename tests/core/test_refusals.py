@@ -109,6 +109,7 @@ def test_a_date_like_string_stays_a_string(tmp_path):
         ("TF_USE_LEGACY_KERAS", "tf-keras"),
         ("TFLAUNCH_DATA", "spec.trainer.dataPath"),
         ("TFLAUNCH_RESTARTS", "restart"),
+        ("TFLAUNCH_JOB_UID", "spec.restart inPlace"),
         ("TFLAUNCH_ANYTHING", "TFLAUNCH_LOG_LEVEL"),
     ],
 )

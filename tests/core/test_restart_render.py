@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.core import contract
 from launcher.core.load import load_job
 from launcher.core.render import render
+from tests.core.k8s_emulation import JOB_UID, container_env, pods_of_job
 from trainer import run
 
 
@@ -64,3 +66,18 @@ def test_recreate_is_the_default_and_renders_no_control_port() -> None:
     assert [p["name"] for p in service["spec"]["ports"]] == ["tf-grpc"]
     (policy,) = objects["NetworkPolicy"]
     assert policy["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 2222}]
+
+
+@pytest.mark.parametrize("layout", ["indexed", "per-worker"])
+def test_in_place_gives_every_wrapper_its_jobs_uid(layout: str) -> None:
+    """The key of the generation a plain Job's recreated pods continue (trainer.generation_file):
+    the Job's uid, from the label the API server sets on its pods."""
+    objects = _objects(("spec.restart", "inPlace"), ("spec.layout", layout))
+    for job in objects["Job"]:
+        for pod in pods_of_job(job):
+            assert container_env(pod)[contract.ENV_JOB_UID] == JOB_UID
+
+
+def test_recreate_renders_no_job_uid() -> None:
+    (job,) = _objects()["Job"]
+    assert contract.ENV_JOB_UID not in container_env(pods_of_job(job)[0])

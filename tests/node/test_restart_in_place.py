@@ -148,3 +148,67 @@ def test_a_killed_container_is_replaced_and_its_new_wrapper_joins_the_next_gener
     logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
     steps = resumed_steps(logs.out, logs)
     assert steps[0] == steps[1] and steps[0] >= 150, steps
+
+
+def restarts_in_place(cluster: ControlPlane, where: str) -> dict:
+    status = cluster.tflaunch("status", "mnist", "-n", where, "-o", "json")
+    return json.loads(status.out)["status"] if status.code == 0 else {}
+
+
+@pytest.mark.timeout(1500)
+def test_pods_all_recreated_after_a_restart_in_place_continue_the_jobs_generation(
+    real_node: ControlPlane,
+    trainer_image: str,
+    namespace: str,  # noqa: F811
+    shared_claim: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A restart in place, then both containers killed: the Job controller recreates both
+    pods, no peer is left to tell their wrappers the generation. They continue it from the
+    checkpoint volume (keyed by the Job's uid, $TFLAUNCH_JOB_UID), and the new chief's log
+    names the restart again: status still counts it."""
+    spec = in_place_spec(tmp_path / "mnist.yaml", namespace, trainer_image, shared_claim)
+    document = yaml.safe_load(spec.read_text())
+    document["spec"]["trainer"].update(epochs=4)
+    document["spec"]["backoffLimit"] = 2  # the indexed Job: 4 failed pods
+    spec.write_text(yaml.safe_dump(document))
+    assert real_node.tflaunch("submit", str(spec)).code == 0
+    eventually(
+        lambda: backup_saved(namespace), timeout=600, interval=1,
+        what="the first epoch's checkpoint",
+    )  # fmt: skip
+    before = pods(real_node, namespace)
+    by_index = {
+        p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: p["metadata"]["name"]
+        for p in before.values()
+    }
+    os.kill(program_of(by_index["1"]), signal.SIGKILL)
+    eventually(
+        lambda: restarts_in_place(real_node, namespace).get("restartsInPlace") == 1,
+        timeout=300, interval=2, what="the restart in place counted",
+    )  # fmt: skip
+
+    for index in ("1", "0"):  # every wrapper gone: no peer keeps the generation
+        pod = by_index[index]
+        container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
+        node_sh("crictl", "stop", "--timeout", "0", container)
+
+    wait = real_node.tflaunch("wait", "mnist", "-n", namespace, "--timeout", "20m", timeout=1300)
+    assert wait.code == 0, wait
+    after = pods(real_node, namespace)
+    assert len(after) == 4 and not set(before) & {
+        uid for uid, p in after.items() if p["status"]["phase"] == "Succeeded"
+    }, "both pods were not recreated"
+    logs = real_node.tflaunch("logs", "mnist", "-n", namespace)
+    for worker in (0, 1):
+        lines = worker_lines(logs, worker)
+        said = "continuing this Job's generation 1 (from its checkpoint volume)"
+        assert any(said in line for line in lines), logs.out
+    steps = resumed_steps(logs.out, logs)
+    assert steps[0] == steps[1] and steps[0] >= 150, steps
+    status = restarts_in_place(real_node, namespace)
+    assert status["restartsInPlace"] == 1, status  # 0 before: the count was lost
+    assert status["lastRestartInPlace"].startswith(
+        "restart in place 1: worker 1 was killed by SIGKILL"
+    ), status
+    assert status["restarts"] >= 1, status  # the recreation, counted by the Job

@@ -62,10 +62,15 @@ def _env(extra: Mapping[str, str]) -> dict[str, str]:
 class Group:
     """N wrappers with `--restart-in-place`, each running `body` (per worker)."""
 
-    def __init__(self, tmp_path: Path, bodies: Sequence[str], budget: int = 3) -> None:
+    def __init__(
+        self, tmp_path: Path, bodies: Sequence[str], budget: int = 3,
+        env: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
         self.runs = tmp_path / "runs"
         self.runs.mkdir()
         self.budget = budget
+        self.env = dict(env or {})
+        """More of the wrappers' environment (read at each `start`)."""
         self.bodies = list(bodies)
         ports = free_control_ports(len(bodies))
         self.addresses = [f"127.0.0.1:{port}" for port in ports]
@@ -81,7 +86,7 @@ class Group:
         return subprocess.Popen(
             [*WRAPPER, "--restart-in-place", str(self.budget), "--rendezvous-timeout", "30",
              "--", sys.executable, "-c", program],
-            env=_env({contract.ENV_TF_CONFIG: json.dumps(tf_config)}),
+            env=_env({contract.ENV_TF_CONFIG: json.dumps(tf_config), **self.env}),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
 
@@ -292,3 +297,50 @@ def test_a_peer_that_never_comes_is_named_after_the_rendezvous_timeout(tmp_path:
     )  # fmt: skip
     assert done.returncode == contract.EXIT_RENDEZVOUS_TIMEOUT
     assert f"worker 1 (127.0.0.1:{port[1] + 1}, never answered)" in done.stderr
+
+
+FINISH_ONCE_ALLOWED = (
+    "finish = os.path.join({runs!r}, 'finish')\n"
+    "if generation == '0' and worker == '1' and not os.path.exists(finish):\n"
+    "    time.sleep(0.5); os.kill(os.getpid(), signal.SIGKILL)\n"
+    "while not os.path.exists(finish):\n"
+    "    time.sleep(0.05)\n"
+)
+"""Worker 1's first program is killed at generation 0; every program then waits for
+`finish`, and ends."""
+
+
+def _replace_every_wrapper(group: Group, job_uid: str) -> None:
+    """The Job controller recreated every pod: no wrapper of the group is left."""
+    group.wait_for_run(0, 1)
+    group.wait_for_run(1, 1)
+    for process in group.processes:
+        process.kill()
+        process.communicate()
+    (group.runs / "finish").touch()
+    group.env[contract.ENV_JOB_UID] = job_uid
+    group.processes = [group.start(i) for i in range(len(group.processes))]
+
+
+@pytest.mark.parametrize("same_job", [True, False])
+def test_wrappers_that_all_were_replaced_continue_their_jobs_generation(
+    tmp_path: Path, groups: list[Group], same_job: bool
+) -> None:
+    """A plain Job whose every pod was recreated: the count comes from the checkpoint
+    volume, keyed by the Job's uid ($TFLAUNCH_JOB_UID); a new Job using the same directory
+    starts at 0."""
+    uid = "0b6f2d1e-uid-of-the-job"
+    body = FINISH_ONCE_ALLOWED.format(runs=str(tmp_path / "runs"))
+    checkpoints = tmp_path / "checkpoints"
+    group = Group(tmp_path, [body, body], env={
+        contract.ENV_JOB_UID: uid, contract.ENV_CHECKPOINT_DIR: str(checkpoints)})  # fmt: skip
+    groups.append(group)
+    _replace_every_wrapper(group, uid if same_job else "a-new-job-of-the-same-name")
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_OK, err
+        assert group.generations(i) == ([0, 1, 1] if same_job else [0, 1, 0])
+        named = [r.words() for r in in_place.restarts(group.out[i].splitlines())]
+        # The recreated chief's log names the last restart again: status and wait read it.
+        expected = "restart in place 1: worker 1 was killed by SIGKILL: worker 1 at generation 0"
+        assert named == ([expected] if same_job else [])
