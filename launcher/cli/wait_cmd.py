@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.cli import job_progress, output, queued
+from launcher.cli import job_progress, oom_kills, output, queued
 from launcher.cli.completion import job_name_argument
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import stalls, status
-from launcher.core import admission, never_starts
+from launcher.core import admission, never_starts, oom, reading
 from launcher.core.errors import (
     ClusterError,
     ExitStatus,
@@ -34,6 +35,7 @@ from launcher.core.errors import (
     WaitTimeout,
 )
 from launcher.core.progress import fit
+from launcher.core.worker_end import WorkerEnd
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster
@@ -269,6 +271,8 @@ def wait_for_job(
     in_place_count = 0
     said_in_place = 0
     read_at = -job_progress.REFRESH_SECONDS
+    failed = oom_kills.Failures()
+    stopping = False
 
     def say_restarts_in_place(chief: job_progress.Chief) -> None:
         """One line per restart in place not said yet, with its worker and cause."""
@@ -302,14 +306,21 @@ def wait_for_job(
             if not seen:  # finished before this wait began: its own duration, not the wait's
                 ended_before = summary.finished
             seen = True
+            failed.update(objects.pods, functools.partial(_chief_step, cluster, summary, training))
             for w in summary.workers:  # restarts: replacements after failures, not preemptions
                 failures = w.restarts
                 if failures > restarts.get(w.index, 0):
                     progress.say(
-                        f"{name}: worker {w.index} restarted ({failures} so far); the whole "
-                        "group restarts with it, resuming from the last checkpoint"
+                        f"{name}: worker {w.index} restarted ({failures} so far)"
+                        f"{_how(failed.latest(w.index))}; the whole group restarts with it, "
+                        "resuming from the last checkpoint"
                     )
                 restarts[w.index] = max(failures, restarts.get(w.index, 0))
+            attempts = failed.attempts()
+            again = oom.killed_again(attempts, _tolerance(training))
+            if again and not stopping and not summary.finished:
+                stopping = True
+                _stop(cluster, name, namespace, objects.jobs, attempts[-1], again, progress.say)
             if summary.preemptions.count > announced_preemptions:
                 announced_preemptions = summary.preemptions.count
                 progress.say(f"{name}: {summary.preemptions.words()}; the Job replaces the pods")
@@ -397,6 +408,60 @@ def wait_for_job(
     finally:
         progress.clear()
     raise AssertionError("watch_job never ends")  # pragma: no cover
+
+
+def _chief_step(
+    cluster: Cluster, summary: status.JobStatus, training: job_progress.Seen | None
+) -> int | None:
+    """The chief's step over all epochs now: its log read at once (a failure was just seen;
+    the last read may be REFRESH_SECONDS old), else the last one read."""
+    seen = job_progress.read_chief(cluster, summary).training or training
+    if seen is None:
+        return None
+    p = seen.progress
+    return oom.global_step(p.epoch, p.steps, p.step)
+
+
+def _tolerance(training: job_progress.Seen | None) -> int:
+    """How far past an OOM kill's step a second one is still "about the same point": an
+    epoch, as the operator reads it."""
+    return training.progress.steps if training else 0
+
+
+def _how(failure: tuple[WorkerEnd, int | None] | None) -> str:
+    """`: it was OOMKilled (exit 137) at its memory limit 200Mi, at step 40: raise ...`."""
+    if failure is None:
+        return ""
+    end, step = failure
+    detail = end.detail()
+    return f": it {end.how(step)}" + (f": {detail}" if detail else "")
+
+
+def _stop(
+    cluster: Cluster,
+    name: str,
+    namespace: str,
+    jobs: Sequence[Any],
+    last: oom.Failure,
+    again: str,
+    say: Callable[[str], None],
+) -> None:
+    """Fail the plain job's Jobs (`launcher.cluster.stop`) rather than let the group loop;
+    the watch then sees them Failed and ends with exit 3 in `status.failure_message`'s
+    words."""
+    from launcher.cluster import stop
+
+    why = f"{last.describe()}; {again}"
+    culprit = [j for j in jobs if reading.job_worker_index(j) == last.culprit.index]
+    ordered = [*culprit, *(j for j in jobs if j not in culprit)]
+    try:
+        stop.fail_jobs(cluster, ordered, namespace, "OOMKilledAgain", why)
+    except ClusterError as e:
+        raise JobFailed(
+            f"job {name}: {why}; it could not be stopped ({e}), so it keeps restarting: "
+            f"{program_name()} delete {name} -n {namespace}"
+        ) from e
+    say(f"{name}: {why}; stopping the group: its Jobs' backoffLimit set to 0")
 
 
 COMMANDS = (wait_command,)
