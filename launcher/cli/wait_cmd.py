@@ -272,6 +272,7 @@ def wait_for_job(
     said_in_place = 0
     read_at = -job_progress.REFRESH_SECONDS
     failed = oom_kills.Failures()
+    pod_warnings = _PodWarnings(cluster, namespace)
     stopping = False
 
     def say_restarts_in_place(chief: job_progress.Chief) -> None:
@@ -299,6 +300,7 @@ def wait_for_job(
                 raise not_found(name, namespace)
             held = workloads.read(objects.jobs)
             summary = status.summarize(name, namespace, objects.jobs, objects.pods, held)
+            summary = pod_warnings.apply(summary)
             waiting = admission.waiting(objects.jobs, held)
             if waiting and waiting != said_queued:  # Kueue holds it back: no pod, no stall
                 progress.say(f"{name}: {waiting}")
@@ -408,6 +410,33 @@ def wait_for_job(
     finally:
         progress.clear()
     raise AssertionError("watch_job never ends")  # pragma: no cover
+
+
+POD_EVENTS_SECONDS = 5.0
+"""How often `wait` reads the events of pods stuck in ContainerCreating (one list each)."""
+
+
+class _PodWarnings:
+    """The Warning events of the pods whose container waits in ContainerCreating, where
+    alone a volume that does not mount shows (FailedMount): read every POD_EVENTS_SECONDS,
+    kept in between so that a dead end's grace runs on."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.events: dict[str, list[Any]] = {}
+        self.read_at = -POD_EVENTS_SECONDS
+
+    def apply(self, summary: status.JobStatus) -> status.JobStatus:
+        pods = stalls.creating(summary)
+        if not pods:
+            return summary
+        if time.monotonic() - self.read_at >= POD_EVENTS_SECONDS:
+            from launcher.cluster import find
+
+            self.events = find.warnings_of(self.cluster, pods, self.namespace)
+            self.read_at = time.monotonic()
+        return stalls.with_pod_warnings(summary, self.events)
 
 
 def _chief_step(

@@ -45,6 +45,7 @@ RESOURCES = [
     Resource("v1", "Pod", "pods"),
     Resource("v1", "Service", "services"),
     Resource("v1", "ResourceQuota", "resourcequotas"),
+    Resource("v1", "Event", "events"),
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("v1", "Namespace", "namespaces", namespaced=False),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
@@ -425,6 +426,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _matching(self, resource: Resource, ns: str | None, query: dict[str, str]) -> list[Obj]:
         selector = _selector(query.get("labelSelector", ""))
+        fields = [pair.split("=", 1) for pair in query.get("fieldSelector", "").split(",") if pair]
         return [
             copy.deepcopy(obj)
             for (kind, obj_ns, _), obj in sorted(
@@ -433,6 +435,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if kind == resource.kind
             and (ns is None or obj_ns == ns)
             and selector(obj["metadata"].get("labels") or {})
+            and all(_field(obj, path) == value for path, value in fields)
         ]
 
     def _list(self, resource: Resource, ns: str | None, query: dict[str, str]) -> None:
@@ -640,6 +643,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with api.lock:
                 api.lock.wait(timeout=0.05)
         self._end_stream()
+
+
+def _field(obj: Obj, path: str) -> str:
+    """A field selector's dotted path (`involvedObject.name`) in `obj`, as a string."""
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
 
 
 def _merged(target: Any, patch: Any) -> Any:
