@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from launcher.cluster.status import JobStatus, Obj, Worker, duration, first_line
 from launcher.core import reading
-from launcher.core.never_starts import MOUNT_REASONS, DeadEnd, dead_end
+from launcher.core.never_starts import DeadEnd, dead_end, mount_warning
 from launcher.core.reading import COMPLETE, FAILED, true_conditions
 
 
@@ -91,11 +91,11 @@ def with_pod_warnings(status: JobStatus, events: Mapping[str, Sequence[Obj]]) ->
     FailedMount or FailedAttachVolume event (`events` by pod name), so that `dead_ends`
     reads it like a container's waiting reason."""
     workers = []
+    stuck = creating(status)
     for worker in status.workers:
-        mounts = [e for e in events.get(worker.pod or "", ()) if e.get("reason") in MOUNT_REASONS]
-        if mounts and worker.pod in creating(status):
-            event = mounts[-1]
-            reason = f"{event.get('reason')}: {first_line(event.get('message'), limit=400)}"
+        found = mount_warning(events.get(worker.pod or "", ()))
+        if found and worker.pod in stuck:
+            reason = f"{found[0]}: {first_line(found[1], limit=400)}"
             worker = dataclasses.replace(worker, reason=reason)
         workers.append(worker)
     return dataclasses.replace(status, workers=tuple(workers))

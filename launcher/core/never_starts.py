@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 GRACE_SECONDS = 30.0
 """How long a dead-end reason must last before `wait` gives up on the job. Long enough for a
@@ -93,6 +95,17 @@ MOUNT_REASONS = ("FailedMount", "FailedAttachVolume")
 """The kubelet's (and the attach controller's) Warning events for a volume that does not
 mount: the pod stays in ContainerCreating, and its container says no more than that."""
 _VOLUME = re.compile(r'for volume "([^"]+)"|unmounted volumes=\[([^\]]+)\]')
+
+
+def mount_warning(events: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(reason, message) of the newest FailedMount or FailedAttachVolume among a pod's
+    events (oldest first), for `dead_end`: a pod in ContainerCreating says no more."""
+    mounts = [e for e in events if e.get("reason") in MOUNT_REASONS]
+    if not mounts:
+        return None
+    return str(mounts[-1].get("reason")), " ".join(str(mounts[-1].get("message") or "").split())
+
+
 CHECKPOINT_FIX = (
     "the checkpoint volume (spec.checkpoint.claimName) cannot be mounted on the node: fix "
     "the claim's PersistentVolume (a hostPath that is not on the node, storage the node "
