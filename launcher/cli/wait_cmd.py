@@ -96,7 +96,9 @@ def wait_command(
     """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
 
     A worker that will never start (its image absent or invalid, a Secret or ConfigMap it
-    needs missing) ends the wait after 30 s of that with exit 5, naming it and the fix.
+    needs missing, a volume that does not mount) ends the wait after 30 s of that with exit
+    5, naming it and the fix. The same worker OOM-killed again at about the same step is
+    not restarted: the wait fails the job's Jobs (backoffLimit 0) and exits 3.
 
     With -o, the job's final status is printed on stdout as `status -o` prints it (also when
     it failed or the wait timed out; the exit code still says which).
