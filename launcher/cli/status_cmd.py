@@ -18,7 +18,7 @@ from launcher.cli.completion import job_name_argument
 from launcher.cli.options import cluster_options, connect, namespace_option
 from launcher.cli.wait_cmd import not_found
 from launcher.cli.wait_cmd import now as utc_now
-from launcher.cluster import status
+from launcher.cluster import stalls, status
 from launcher.core.errors import ExitStatus
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -72,6 +72,8 @@ def status_command(
             raise not_found(name, ns)
         queued = find.workloads(cluster, found.jobs, held_only=False) if fmt != "name" else None
         summary = status.summarize(name, ns, found.jobs, found.pods, queued)
+        if fmt != "name" and (waiting := stalls.creating(summary)):  # a volume that won't mount
+            summary = stalls.with_pod_warnings(summary, find.warnings_of(cluster, waiting, ns))
         if resource is not None:  # -o json|yaml: under status.operator
             summary = operator_jobs.with_resource(summary, resource)
         chief = None

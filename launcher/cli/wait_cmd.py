@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from launcher.cli import job_progress, output, queued
+from launcher.cli import job_progress, oom_kills, output, queued
 from launcher.cli.completion import job_name_argument
 from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.cluster import stalls, status
-from launcher.core import admission, never_starts
+from launcher.core import admission, never_starts, oom, reading
 from launcher.core.errors import (
     ClusterError,
     ExitStatus,
@@ -34,6 +35,7 @@ from launcher.core.errors import (
     WaitTimeout,
 )
 from launcher.core.progress import fit
+from launcher.core.worker_end import WorkerEnd
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
     from launcher.cluster.client import Cluster
@@ -94,7 +96,9 @@ def wait_command(
     """Watch job NAME until it succeeds (exit 0), fails (exit 3) or --timeout passes (exit 4).
 
     A worker that will never start (its image absent or invalid, a Secret or ConfigMap it
-    needs missing) ends the wait after 30 s of that with exit 5, naming it and the fix.
+    needs missing, a volume that does not mount) ends the wait after 30 s of that with exit
+    5, naming it and the fix. The same worker OOM-killed again at about the same step is
+    not restarted: the wait fails the job's Jobs (backoffLimit 0) and exits 3.
 
     With -o, the job's final status is printed on stdout as `status -o` prints it (also when
     it failed or the wait timed out; the exit code still says which).
@@ -269,6 +273,9 @@ def wait_for_job(
     in_place_count = 0
     said_in_place = 0
     read_at = -job_progress.REFRESH_SECONDS
+    failed = oom_kills.Failures()
+    pod_warnings = _PodWarnings(cluster, namespace)
+    stopping = False
 
     def say_restarts_in_place(chief: job_progress.Chief) -> None:
         """One line per restart in place not said yet, with its worker and cause."""
@@ -295,6 +302,7 @@ def wait_for_job(
                 raise not_found(name, namespace)
             held = workloads.read(objects.jobs)
             summary = status.summarize(name, namespace, objects.jobs, objects.pods, held)
+            summary = pod_warnings.apply(summary)
             waiting = admission.waiting(objects.jobs, held)
             if waiting and waiting != said_queued:  # Kueue holds it back: no pod, no stall
                 progress.say(f"{name}: {waiting}")
@@ -302,14 +310,21 @@ def wait_for_job(
             if not seen:  # finished before this wait began: its own duration, not the wait's
                 ended_before = summary.finished
             seen = True
+            failed.update(objects.pods, functools.partial(_chief_step, cluster, summary, training))
             for w in summary.workers:  # restarts: replacements after failures, not preemptions
                 failures = w.restarts
                 if failures > restarts.get(w.index, 0):
                     progress.say(
-                        f"{name}: worker {w.index} restarted ({failures} so far); the whole "
-                        "group restarts with it, resuming from the last checkpoint"
+                        f"{name}: worker {w.index} restarted ({failures} so far)"
+                        f"{_how(failed.latest(w.index))}; the whole group restarts with it, "
+                        "resuming from the last checkpoint"
                     )
                 restarts[w.index] = max(failures, restarts.get(w.index, 0))
+            attempts = failed.attempts()
+            again = oom.killed_again(attempts, _tolerance(training))
+            if again and not stopping and not summary.finished:
+                stopping = True
+                _stop(cluster, name, namespace, objects.jobs, attempts[-1], again, progress.say)
             if summary.preemptions.count > announced_preemptions:
                 announced_preemptions = summary.preemptions.count
                 progress.say(f"{name}: {summary.preemptions.words()}; the Job replaces the pods")
@@ -397,6 +412,87 @@ def wait_for_job(
     finally:
         progress.clear()
     raise AssertionError("watch_job never ends")  # pragma: no cover
+
+
+POD_EVENTS_SECONDS = 5.0
+"""How often `wait` reads the events of pods stuck in ContainerCreating (one list each)."""
+
+
+class _PodWarnings:
+    """The Warning events of the pods whose container waits in ContainerCreating, where
+    alone a volume that does not mount shows (FailedMount): read every POD_EVENTS_SECONDS,
+    kept in between so that a dead end's grace runs on."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.events: dict[str, list[Any]] = {}
+        self.read_at = -POD_EVENTS_SECONDS
+
+    def apply(self, summary: status.JobStatus) -> status.JobStatus:
+        pods = stalls.creating(summary)
+        if not pods:
+            return summary
+        if time.monotonic() - self.read_at >= POD_EVENTS_SECONDS:
+            from launcher.cluster import find
+
+            self.events = find.warnings_of(self.cluster, pods, self.namespace)
+            self.read_at = time.monotonic()
+        return stalls.with_pod_warnings(summary, self.events)
+
+
+def _chief_step(
+    cluster: Cluster, summary: status.JobStatus, training: job_progress.Seen | None
+) -> int | None:
+    """The chief's step over all epochs now: its log read at once (a failure was just seen;
+    the last read may be REFRESH_SECONDS old), else the last one read."""
+    seen = job_progress.read_chief(cluster, summary).training or training
+    if seen is None:
+        return None
+    p = seen.progress
+    return oom.global_step(p.epoch, p.steps, p.step)
+
+
+def _tolerance(training: job_progress.Seen | None) -> int:
+    """How far past an OOM kill's step a second one is still "about the same point": an
+    epoch, as the operator reads it."""
+    return training.progress.steps if training else 0
+
+
+def _how(failure: tuple[WorkerEnd, int | None] | None) -> str:
+    """`: it was OOMKilled (exit 137) at its memory limit 200Mi, at step 40: raise ...`."""
+    if failure is None:
+        return ""
+    end, step = failure
+    detail = end.detail()
+    return f": it {end.how(step)}" + (f": {detail}" if detail else "")
+
+
+def _stop(
+    cluster: Cluster,
+    name: str,
+    namespace: str,
+    jobs: Sequence[Any],
+    last: oom.Failure,
+    again: str,
+    say: Callable[[str], None],
+) -> None:
+    """Fail the plain job's Jobs (`launcher.cluster.stop`) rather than let the group loop;
+    the watch then sees them Failed and ends with exit 3 in `status.failure_message`'s
+    words."""
+    from launcher.cluster import stop
+
+    why = f"{last.describe()}; {again}"
+    culprit = [j for j in jobs if reading.job_worker_index(j) == last.culprit.index]
+    ordered = [*culprit, *(j for j in jobs if j not in culprit)]
+    try:
+        stop.fail_jobs(cluster, ordered, namespace, "OOMKilledAgain", why)
+    except ClusterError as e:
+        raise JobFailed(
+            f"job {name}: {why}; it could not be stopped ({e}), so it keeps restarting: "
+            f"{program_name()} delete {name} -n {namespace}"
+        ) from e
+    say(f"{name}: {why}; stopping the group: its Jobs' backoffLimit set to 0")
 
 
 COMMANDS = (wait_command,)

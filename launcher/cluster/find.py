@@ -8,12 +8,12 @@ cluster facts beside them (nodes, quotas, endpoint slices), listed here too.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from launcher.cluster.client import Cluster, Obj
 from launcher.core import admission, labels, reading
-from launcher.core.errors import Forbidden, NotFound
+from launcher.core.errors import ClusterError, Forbidden, NotFound
 
 JOB_KINDS = ("Job", "Service", "NetworkPolicy", "Pod")
 """Everything a tflaunch job consists of, found by its labels (pods by their template's)."""
@@ -85,6 +85,29 @@ def job_events(cluster: Cluster, job: str, namespace: str | None = None) -> list
         "Event", namespace, field_selector=f"involvedObject.kind=Job,involvedObject.name={job}"
     )
     return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
+def pod_warnings(cluster: Cluster, pod: str, namespace: str | None = None) -> list[Obj]:
+    """The Warning events recorded about one pod (e.g. the kubelet's FailedMount), oldest
+    first."""
+    found = cluster.list_objects(
+        "Event",
+        namespace,
+        field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod},type=Warning",
+    )
+    return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
+def warnings_of(cluster: Cluster, pods: Iterable[str], namespace: str) -> dict[str, list[Obj]]:
+    """`pod_warnings` of each pod; none for a pod whose events cannot be read (no RBAC to
+    list events: the ordinary pending warning stays)."""
+    found: dict[str, list[Obj]] = {}
+    for pod in pods:
+        try:
+            found[pod] = pod_warnings(cluster, pod, namespace)
+        except ClusterError:
+            found[pod] = []
+    return found
 
 
 WORKLOAD = "Workload.kueue.x-k8s.io"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from launcher.cluster.status import JobStatus, Obj, Worker, duration, first_line
 from launcher.core import reading
-from launcher.core.never_starts import DeadEnd, dead_end
+from launcher.core.never_starts import DeadEnd, dead_end, mount_warning
 from launcher.core.reading import COMPLETE, FAILED, true_conditions
 
 
@@ -74,6 +74,31 @@ def dead_ends(status: JobStatus) -> tuple[tuple[Worker, DeadEnd, str], ...]:
         if end is not None:
             found.append((worker, end, message))
     return tuple(found)
+
+
+def creating(status: JobStatus) -> tuple[str, ...]:
+    """The pods whose container waits in ContainerCreating: a volume that does not mount
+    shows only in the pod's events (`with_pod_warnings`)."""
+    return tuple(
+        w.pod
+        for w in status.workers
+        if w.pod and w.phase == "Pending" and (w.reason or "").startswith("ContainerCreating")
+    )
+
+
+def with_pod_warnings(status: JobStatus, events: Mapping[str, Sequence[Obj]]) -> JobStatus:
+    """`status` with a ContainerCreating worker's reason taken from its pod's newest
+    FailedMount or FailedAttachVolume event (`events` by pod name), so that `dead_ends`
+    reads it like a container's waiting reason."""
+    workers = []
+    stuck = creating(status)
+    for worker in status.workers:
+        found = mount_warning(events.get(worker.pod or "", ()))
+        if found and worker.pod in stuck:
+            reason = f"{found[0]}: {first_line(found[1], limit=400)}"
+            worker = dataclasses.replace(worker, reason=reason)
+        workers.append(worker)
+    return dataclasses.replace(status, workers=tuple(workers))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,6 +85,9 @@ class JobStatus:
     (`launcher.cli.job_progress`; the operator's status.restarts counts them for its jobs)."""
     last_restart_in_place: str | None = None
     """The last one and its cause, in `launcher.core.in_place`'s words, when read."""
+    stopped: str | None = None
+    """`Reason: why` when `tflaunch wait` failed the Jobs on purpose (`launcher.cluster.stop`),
+    e.g. the same worker OOM-killed again: said instead of the Job controller's words."""
 
     @property
     def preemptions(self) -> preemptions_lib.Preemptions:
@@ -128,6 +131,10 @@ def summarize(
         _worker(i, by_index.get(i, [])) for i in sorted(set(range(expected)) | set(by_index))
     )
     group = group_status(jobs, pods, workers=expected)
+    stopped = next((s for j in jobs if (s := reading.annotations_of(j).get(labels.STOPPED))), None)
+    condition = _condition(group, jobs, workloads)
+    if stopped and group.phase == "Failed":  # failed on purpose: why, not BackoffLimitExceeded
+        condition = f"Failed: {first_line(stopped, 400)}"
     created = min((t for j in jobs if (t := created_at(j)) is not None), default=None)
     return JobStatus(
         name=name,
@@ -136,13 +143,14 @@ def summarize(
         workers=workers,
         expected=expected,
         layout="indexed" if indexed or not jobs else "per-worker",
-        condition=_condition(group, jobs, workloads),
+        condition=condition,
         created=created,
         jobs=tuple(sorted(reading.name(j) for j in jobs)),
         labels=common_labels(jobs),
         status=group,
         divergence=reading.pods_divergence(pods),
         evictions=admission.evictions(workloads or ()),
+        stopped=stopped,
     )
 
 
@@ -377,7 +385,9 @@ def failure_message(status: JobStatus) -> str:
     ends = [w.end for w in status.workers if w.end is not None]
     failed = [w for w in status.workers if w.phase == "Failed"]
     text = f"job {status.name} failed: {status.condition or 'Failed'}"
-    if any(end.failed for end in ends):
+    if status.stopped and status.state == "Failed":
+        pass  # the condition says why it was stopped, naming the culprit
+    elif any(end.failed for end in ends):
         text += f"; {worker_end.account(ends)}"
         if why := worker_end.not_retried(worker_end.culprit(ends)):
             text += f"; {why}"
@@ -385,6 +395,8 @@ def failure_message(status: JobStatus) -> str:
         text += "; " + "; ".join(
             f"worker {w.index} failed: {w.reason or 'unknown'}" for w in failed
         )
-    if status.restarts:
-        text += f"; after {status.restarts} group restart{'s' if status.restarts != 1 else ''}"
+    # Each group restart replaces the culprit's pod (and most often every pod): the most
+    # replaced worker counts them, where the sum over workers counts pods.
+    if restarts := max((w.restarts for w in status.workers), default=0):
+        text += f"; after {restarts} group restart{'s' if restarts != 1 else ''}"
     return f"{text}; {status.divergence.describe()}" if status.divergence else text

@@ -91,6 +91,11 @@ BACKOFF_LIMIT = "tflaunch.dev/backoff-limit"
 """On a Job whose backoffLimit is not spec.backoffLimit itself: the arithmetic, in words
 (the indexed Job counts pod failures, and one group failure fails every worker's pod)."""
 
+STOPPED = "tflaunch.dev/stopped"
+"""On a plain job's Jobs that `tflaunch wait` failed on purpose (their backoffLimit set to 0):
+`Reason: why`, e.g. the same worker OOM-killed again (`launcher.core.oom`); `status` says it
+instead of the Job controller's BackoffLimitExceeded."""
+
 CHECKPOINT_RUN = "tflaunch.dev/checkpoint-run"
 """The run whose checkpoints a Job's workers write (spec.checkpoint.run, or the id submit
 chose): an unchanged resubmit keeps it, so the running group's path stays the same."""

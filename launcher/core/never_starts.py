@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 GRACE_SECONDS = 30.0
 """How long a dead-end reason must last before `wait` gives up on the job. Long enough for a
@@ -71,7 +73,7 @@ def dead_end(reason: str | None, message: str | None, image: str | None = None) 
             reason,
             f'PersistentVolumeClaim "{claim.group(1)}"',
             "it does not exist in the job's namespace: create it, or correct "
-            "spec.checkpoint.claimName (or the claim in spec.volumes)",
+            "spec.checkpoint.claimName",
         )
     if reason == "CreateContainerConfigError":
         found = _REFERENCE.search(text)
@@ -81,9 +83,52 @@ def dead_end(reason: str | None, message: str | None, image: str | None = None) 
                 reason,
                 f'{kind} "{found.group(2)}"',
                 f"it does not exist in the job's namespace: create it (kubectl create "
-                f"{kind.lower()} ...) or correct the reference in spec.env or spec.volumes",
+                f"{kind.lower()} ...); the spec refers to none (spec.env holds plain values), "
+                "so whatever added the reference to the pod (an admission webhook) names it",
             )
+    if reason in MOUNT_REASONS:
+        return _mount_dead_end(reason, text)
     return None
+
+
+MOUNT_REASONS = ("FailedMount", "FailedAttachVolume")
+"""The kubelet's (and the attach controller's) Warning events for a volume that does not
+mount: the pod stays in ContainerCreating, and its container says no more than that."""
+_VOLUME = re.compile(r'for volume "([^"]+)"|unmounted volumes=\[([^\]]+)\]')
+
+
+def mount_warning(events: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(reason, message) of the newest FailedMount or FailedAttachVolume among a pod's
+    events (oldest first), for `dead_end`: a pod in ContainerCreating says no more."""
+    mounts = [e for e in events if e.get("reason") in MOUNT_REASONS]
+    if not mounts:
+        return None
+    return str(mounts[-1].get("reason")), " ".join(str(mounts[-1].get("message") or "").split())
+
+
+CHECKPOINT_FIX = (
+    "the checkpoint volume (spec.checkpoint.claimName) cannot be mounted on the node: fix "
+    "the claim's PersistentVolume (a hostPath that is not on the node, storage the node "
+    "cannot attach) or set spec.checkpoint.claimName to a claim that mounts"
+)
+_OWN_VOLUMES = {
+    "script": "the job's own ConfigMap of spec.script is missing or unreadable: resubmit the "
+    "job (tflaunch submit recreates it)",
+    "tmp": "the node cannot create the pod's emptyDir: kubectl describe pod says why",
+    "dshm": "the node cannot create the pod's emptyDir: kubectl describe pod says why",
+}
+"""The pod's volumes other than the checkpoint claim (launcher/core/templates/job.yaml.j2).
+The kubelet names a claim's volume by its PersistentVolume, and the checkpoint claim is
+the only claim a worker mounts: any other name is its volume."""
+
+
+def _mount_dead_end(reason: str, message: str) -> DeadEnd:
+    found = _VOLUME.search(message)
+    names = (found.group(1) or found.group(2) or "").split() if found else []
+    volume = names[0] if names else None
+    if volume is None:
+        return DeadEnd(reason, "a volume", "kubectl describe pod says which volume and why")
+    return DeadEnd(reason, f'volume "{volume}"', _OWN_VOLUMES.get(volume, CHECKPOINT_FIX))
 
 
 def sentence(worker: int, end: DeadEnd, message: str | None) -> str:

@@ -47,6 +47,8 @@ class WorkerEnd:
     """The kubelet's word for the container's end (`OOMKilled`), when it ran in a pod."""
     memory_limit: str | None = None
     """The container's memory limit as its spec writes it (`4Gi`), for an OOM kill's advice."""
+    started_at: datetime.datetime | None = None
+    """When its container started (a pod's), to tell the group's attempts apart."""
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> WorkerEnd | None:
@@ -68,6 +70,7 @@ class WorkerEnd:
             finished_at=parse_time(state.get("finishedAt")),
             reason=str(state.get("reason") or "") or None,
             memory_limit=_memory_limit(pod),
+            started_at=parse_time(state.get("startedAt")),
         )
 
     @property
@@ -91,13 +94,15 @@ class WorkerEnd:
             return 1
         return 2 if self.exit_code == contract.EXIT_RENDEZVOUS_TIMEOUT else 3
 
-    def how(self) -> str:
-        """The end in words: `was killed by SIGKILL`, `exited 78 (configuration error)`."""
+    def how(self, step: int | None = None) -> str:
+        """The end in words: `was killed by SIGKILL`, `exited 78 (configuration error)`; an
+        OOM kill with the `step` it reached, when known."""
         code = self.exit_code
         if self.reason == "OOMKilled":
             limit = f" at its memory limit {self.memory_limit}" if self.memory_limit else ""
+            reached = f", at step {step}" if step is not None else ""
             return (
-                f"was OOMKilled (exit {code}){limit}: raise "
+                f"was OOMKilled (exit {code}){limit}{reached}: raise "
                 "spec.resources.limits.memory or lower spec.trainer.globalBatchSize"
             )
         if self.signal:
@@ -121,10 +126,10 @@ class WorkerEnd:
             return error[: match.start()]
         return error
 
-    def describe(self) -> str:
+    def describe(self, step: int | None = None) -> str:
         """`worker 1 was killed by SIGKILL`, with its last error when it has one."""
         detail = self.detail()
-        return f"worker {self.index} {self.how()}" + (f": {detail}" if detail else "")
+        return f"worker {self.index} {self.how(step)}" + (f": {detail}" if detail else "")
 
 
 def signal_name(number: int) -> str:

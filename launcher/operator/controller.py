@@ -106,6 +106,7 @@ def reconcile_once(
     observed = dataclasses.replace(
         observed,
         blocked=_blocked(cluster, observed, namespace),
+        pod_warnings=find.warnings_of(cluster, observe.creating_pods(observed), namespace),
         workloads=_workloads(cluster, observed, namespace),
     )
     chief = observe.chief_log_wanted(observed)

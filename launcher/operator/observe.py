@@ -15,7 +15,7 @@ from typing import Any
 
 from launcher.api import spec as spec_model
 from launcher.core import names
-from launcher.core.reading import ended, group_succeeded, terminated
+from launcher.core.reading import ended, group_succeeded, terminated, trainer_container
 from launcher.operator import crd
 from launcher.operator.children import spec_hash
 from launcher.operator.conditions import finished
@@ -57,6 +57,11 @@ class Observed:
     blocked: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Per Job that has fewer pods than it should run: why the Job controller cannot create
     them, in the server's words (a FailedCreate event: a ResourceQuota, a webhook)."""
+    pod_warnings: Mapping[str, Sequence[Mapping[str, Any]]] = dataclasses.field(
+        default_factory=dict
+    )
+    """The Warning events of its pods whose trainer waits in ContainerCreating, by pod name:
+    a volume that does not mount says so only there (FailedMount)."""
     workloads: Sequence[Mapping[str, Any]] | None = None
     """Kueue's Workloads of the Jobs it holds back (queued and suspended), read only while it
     holds some; None: none held, or they cannot be read (no Kueue CRDs, no RBAC)."""
@@ -81,6 +86,17 @@ def owned(observed: Observed) -> tuple[list[Mapping[str, Any]], list[Mapping[str
     job_uids = [str(meta_of(j).get("uid")) for j in jobs if meta_of(j).get("uid")]
     pods = [p for p in observed.pods if owned_by(p, job_uids)]
     return jobs, pods
+
+
+def creating_pods(observed: Observed) -> list[str]:
+    """Its pods whose trainer container waits in ContainerCreating (`Observed.pod_warnings`)."""
+    _, pods = owned(observed)
+    return [name_of(p) for p in pods if not terminating(p) and _waiting(p) == "ContainerCreating"]
+
+
+def _waiting(pod: Mapping[str, Any]) -> str | None:
+    waiting = ((trainer_container(pod) or {}).get("state") or {}).get("waiting") or {}
+    return waiting.get("reason")
 
 
 def chief_log_wanted(observed: Observed) -> str | None:

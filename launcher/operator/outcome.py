@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from launcher.core import contract, exit_policy, worker_end
+from launcher.core import contract, exit_policy, oom, worker_end
 from launcher.core.reading import (
     WorkerExit,
     failed_workers,
@@ -153,26 +153,21 @@ def _what_failed(
 
 
 def _killed_for_memory_again(g: Group, ends: Sequence[worker_end.WorkerEnd]) -> str | None:
-    """Why not to restart: the group's culprit is the worker OOM-killed last time, again
-    within an epoch of the step it was killed at. Its memory limit and its batch are what
-    they were, so it would be killed at the same point again: each restart costs the time
-    back to the checkpoint, and then the same."""
+    """Why not to restart (`oom.killed_again`): the culprit is the worker OOM-killed at the
+    last restart (`Status.last_failure`), again within an epoch of the step it reached."""
     culprit = worker_end.culprit(ends)
     last = LAST_FAILURE.fullmatch(g.status.last_failure)
-    if culprit is None or culprit.reason != "OOMKilled" or last is None:
+    if culprit is None or last is None:
         return None
-    if (int(last.group("worker")), last.group("reason")) != (culprit.index, "OOMKilled"):
-        return None
-    step, before = _global_step(g), last.group("step")
-    steps = g.status.progress.steps if g.status.progress else 0
-    if step is not None and before is not None and step > int(before) + steps:
-        return None  # it got well past that point: not the same kill
-    where = f" at step {step}" if step is not None else ""
-    return (
-        f"{worker_end.account(ends)}; OOM-killed again{where}, as before"
-        f"{f' at step {before}' if before else ''}: not retried, it would be killed at the "
-        "same point again"
+    before = worker_end.WorkerEnd(int(last.group("worker")), None, reason=last.group("reason"))
+    step = last.group("step")
+    failures = (
+        oom.Failure(before, None if step is None else int(step)),
+        oom.Failure(culprit, _global_step(g)),
     )
+    progress = g.status.progress
+    again = oom.killed_again(failures, progress.steps if progress else 0)
+    return f"{worker_end.account(ends)}; {again}" if again else None
 
 
 LAST_FAILURE = re.compile(r"(?P<worker>\d+) (?P<reason>\w+)(?: at step (?P<step>\d+))?")
@@ -184,7 +179,7 @@ def _global_step(g: Group) -> int | None:
     progress = g.status.progress
     if progress is None:
         return None
-    return (progress.epoch - 1) * progress.steps + progress.step
+    return oom.global_step(progress.epoch, progress.steps, progress.step)
 
 
 def _job_message(failures: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:

@@ -423,7 +423,7 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
         message += "; " + "; ".join(
             f"Job {job} cannot create its pods: {why}" for job, why in causes.items()
         )
-    stuck = never_starting(g.pods)
+    stuck = never_starting(g.pods, g.observed.pod_warnings)
     if phase == "Created" and stuck and reason != PODS_NOT_CREATED:
         reason = WORKERS_CANNOT_START
         message += "; " + "; ".join(stuck)
@@ -459,9 +459,13 @@ def _steady(g: Group, spec_change_pending: bool) -> Plan:
     )
 
 
-def never_starting(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+def never_starting(
+    pods: Iterable[Mapping[str, Any]],
+    warnings: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+) -> list[str]:
     """The workers whose trainer container waits on what will not come, in `wait`'s words
-    (`never_starts.sentence`); the operator says it at once and keeps waiting (the image may
+    (`never_starts.sentence`), a volume that does not mount read from the pod's `warnings`
+    (events by pod name); the operator says it at once and keeps waiting (the image may
     be pushed, the Secret created), where `wait` gives up after `never_starts.GRACE_SECONDS`."""
     found = []
     for pod in pods:
@@ -469,8 +473,11 @@ def never_starting(pods: Iterable[Mapping[str, Any]]) -> list[str]:
         index = reading.pod_index(pod)
         if not waiting or index is None or reading.terminating(pod):
             continue
-        message = str(waiting.get("message") or "")
-        end = never_starts.dead_end(str(waiting.get("reason") or ""), message)
+        reason, message = str(waiting.get("reason") or ""), str(waiting.get("message") or "")
+        mount = never_starts.mount_warning((warnings or {}).get(reading.name(pod), ()))
+        if reason == "ContainerCreating" and mount is not None:
+            reason, message = mount
+        end = never_starts.dead_end(reason, message)
         if end is not None:
             found.append((index, never_starts.sentence(index, end, message)))
     return [text for _, text in sorted(found)]

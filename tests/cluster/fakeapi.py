@@ -45,6 +45,7 @@ RESOURCES = [
     Resource("v1", "Pod", "pods"),
     Resource("v1", "Service", "services"),
     Resource("v1", "ResourceQuota", "resourcequotas"),
+    Resource("v1", "Event", "events"),
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("v1", "Namespace", "namespaces", namespaced=False),
     Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
@@ -425,6 +426,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _matching(self, resource: Resource, ns: str | None, query: dict[str, str]) -> list[Obj]:
         selector = _selector(query.get("labelSelector", ""))
+        fields = [pair.split("=", 1) for pair in query.get("fieldSelector", "").split(",") if pair]
         return [
             copy.deepcopy(obj)
             for (kind, obj_ns, _), obj in sorted(
@@ -433,6 +435,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if kind == resource.kind
             and (ns is None or obj_ns == ns)
             and selector(obj["metadata"].get("labels") or {})
+            and all(_field(obj, path) == value for path, value in fields)
         ]
 
     def _list(self, resource: Resource, ns: str | None, query: dict[str, str]) -> None:
@@ -529,6 +532,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         content_type: str,
     ) -> None:
         api = self.api
+        if "merge-patch" in content_type:
+            self._merge(resource, ns, name, body, dry_run)
+            return
         if "apply-patch" not in content_type or not self._query_has("fieldManager"):
             self._send(400, status(400, "BadRequest", "only server-side apply is served"))
             return
@@ -572,6 +578,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             api.objects[key] = new
             api._event(resource.kind, "MODIFIED" if old else "ADDED", new)
         self._send(201 if old is None else 200, new)
+
+    def _merge(
+        self, resource: Resource, ns: str | None, name: str, patch: Obj, dry_run: bool
+    ) -> None:
+        """A JSON merge patch (RFC 7386) of a stored object."""
+        api = self.api
+        key = self._key(resource, ns, name)
+        with api.lock:
+            old = api.objects.get(key)
+            if old is None:
+                self._not_found(resource, name)
+                return
+            new = _merged(old, patch)
+            if not dry_run:
+                api._stamp(new, old)
+                api.objects[key] = new
+                api._event(resource.kind, "MODIFIED", new)
+        self._send(200, copy.deepcopy(new))
 
     def _query_has(self, name: str) -> bool:
         return name in urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
@@ -619,6 +643,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with api.lock:
                 api.lock.wait(timeout=0.05)
         self._end_stream()
+
+
+def _field(obj: Obj, path: str) -> str:
+    """A field selector's dotted path (`involvedObject.name`) in `obj`, as a string."""
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _merged(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merged(result.get(key), value)
+    return result
 
 
 def _immutable(resource: Resource, old: Obj, new: Obj) -> list[Obj]:

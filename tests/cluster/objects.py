@@ -60,6 +60,7 @@ def pod_for(
             "terminated": {
                 "exitCode": code,
                 "reason": reason or ("Completed" if code == 0 else "Error"),
+                "startedAt": stamp(age),
                 "finishedAt": stamp(max(0.0, age - 30)),
             }
         }

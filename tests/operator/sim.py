@@ -59,6 +59,8 @@ class Cluster:
     chief_log: str | None = None
     workloads: list[dict[str, Any]] | None = None
     """Kueue's Workloads as the operator would read them (None: not readable)."""
+    pod_warnings: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    """Warning events by pod name, as the operator reads them for pods in ContainerCreating."""
     events: list[reconcile.Event] = dataclasses.field(default_factory=list)
     plans: list[reconcile.Plan] = dataclasses.field(default_factory=list)
     deleted: bool = False
@@ -74,6 +76,7 @@ class Cluster:
             pods=[copy.deepcopy(p) for p in self.pods.values()],
             now=self.now,
             workloads=copy.deepcopy(self.workloads),
+            pod_warnings=copy.deepcopy(self.pod_warnings),
         )
         old = crd.status_from_document(observed.resource.get("status"))
         if observe.chief_log_wanted(observed) or progress.log_wanted(observed, old):

@@ -1,0 +1,136 @@
+"""`tflaunch wait` on a plain Job whose worker is OOM-killed (issue 40): each kill is named
+with the container's memory limit and the step it reached; the same worker killed again at
+about the same point stops the group (its Jobs' backoffLimit set to 0, why in an annotation)
+and the wait ends with exit 3 in those words instead of looping until the budget is spent."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from launcher.core import labels, progress
+from launcher.core.errors import ExitStatus
+from launcher.core.progress import Progress
+from tests.cluster.conftest import Result
+from tests.cluster.fakeapi import FakeKubernetes
+from tests.cluster.objects import pod_for, with_condition
+
+Tflaunch = Callable[..., Result]
+ADVICE = "raise spec.resources.limits.memory or lower spec.trainer.globalBatchSize"
+
+
+def oom_attempt(fake: FakeKubernetes, job: dict[str, Any], attempt: int, step: int) -> None:
+    """Attempt `attempt` of both workers ends: worker 1 OOM-killed at `step` (the chief's log
+    says so), worker 0 failing after it on the lost collective; the next attempt starts."""
+    chief = f"mnist-worker-0-a{attempt}"
+    fake.log(chief, progress.format_line(Progress(1, 3, step, 469)))
+    age = 100 - 40 * attempt  # started; failed 30 s later, so the next attempt starts after
+    fake.put(pod_for(job, 1, attempt=attempt, phase="Failed", exit_code=137,
+                     reason="OOMKilled", age=age))  # fmt: skip
+    fake.put(pod_for(job, 0, attempt=attempt, phase="Failed", exit_code=1, age=age))
+    fake.put(pod_for(job, 0, attempt=attempt + 1, age=age - 40))
+    fake.put(pod_for(job, 1, attempt=attempt + 1, age=age - 40))
+
+
+@pytest.fixture
+def job_controller(fake: FakeKubernetes, job: dict[str, Any]) -> Iterator[None]:
+    """Fails the Job as the Job controller does once its backoffLimit is below its failed
+    pods (here: set to 0 by a patch)."""
+    done = threading.Event()
+
+    def run() -> None:
+        while not done.wait(0.05):
+            stored = fake.get("Job", "mnist-worker")
+            if stored and stored["spec"].get("backoffLimit") == 0:
+                message = "Job has reached the specified backoff limit"
+                fake.put(with_condition(stored, "Failed", "BackoffLimitExceeded", message))
+                return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield
+    done.set()
+    thread.join()
+
+
+def steps_of_the_chief(fake: FakeKubernetes, job: dict[str, Any]) -> None:
+    fake.put(pod_for(job, 0, attempt=0, age=100))
+    fake.put(pod_for(job, 1, attempt=0, age=100))
+    fake.log("mnist-worker-0-a0", progress.format_line(Progress(1, 3, 40, 469)))
+
+
+def test_a_worker_oom_killed_twice_at_the_same_point_ends_the_wait_with_exit_3(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any], job_controller: None
+) -> None:
+    steps_of_the_chief(fake, job)
+
+    def kills() -> None:
+        time.sleep(0.5)
+        oom_attempt(fake, job, 0, 40)
+        time.sleep(0.8)
+        oom_attempt(fake, job, 1, 42)
+
+    thread = threading.Thread(target=kills, daemon=True)
+    thread.start()
+    result = tflaunch("wait", "mnist", "--timeout", "20")
+    thread.join()
+
+    assert result.code == ExitStatus.JOB_FAILED == 3, result.err
+    assert (
+        "mnist: worker 1 restarted (1 so far): it was OOMKilled (exit 137) at its memory limit "
+        f"4Gi, at step 40: {ADVICE}; the whole group restarts" in result.err
+    ), result.err
+    error = result.err.splitlines()[-1]
+    assert error == (
+        "tflaunch: error: job mnist failed: Failed: OOMKilledAgain: worker 1 was OOMKilled "
+        f"(exit 137) at its memory limit 4Gi, at step 42: {ADVICE}; OOM-killed again at step "
+        "42, as before at step 40: not retried, it would be killed at the same point again; "
+        "after 2 group restarts"
+    ), error
+    stored = fake.get("Job", "mnist-worker")
+    assert stored is not None and stored["spec"]["backoffLimit"] == 0
+    assert stored["metadata"]["annotations"][labels.STOPPED].startswith("OOMKilledAgain: ")
+
+
+def test_status_of_the_stopped_job_says_why(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any], job_controller: None
+) -> None:
+    steps_of_the_chief(fake, job)
+
+    def kills() -> None:
+        time.sleep(0.5)
+        oom_attempt(fake, job, 0, 40)
+        time.sleep(0.8)
+        oom_attempt(fake, job, 1, 42)
+
+    threading.Thread(target=kills, daemon=True).start()
+    assert tflaunch("wait", "mnist", "--timeout", "20").code == 3
+
+    result = tflaunch("status", "mnist")
+    assert "OOMKilledAgain: worker 1 was OOMKilled (exit 137)" in result.out, result.out
+
+
+def test_one_oom_kill_is_named_and_the_group_restarts(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
+) -> None:
+    steps_of_the_chief(fake, job)
+
+    def kill_then_finish() -> None:
+        time.sleep(0.5)
+        oom_attempt(fake, job, 0, 40)
+        time.sleep(0.8)
+        fake.put(with_condition(fake.get("Job", "mnist-worker") or job, "Complete"))
+
+    threading.Thread(target=kill_then_finish, daemon=True).start()
+    result = tflaunch("wait", "mnist", "--timeout", "20")
+
+    assert result.code == 0, result.err
+    assert f"it was OOMKilled (exit 137) at its memory limit 4Gi, at step 40: {ADVICE}" in (
+        result.err
+    )
+    stored = fake.get("Job", "mnist-worker")
+    assert stored is not None and labels.STOPPED not in stored["metadata"].get("annotations", {})
