@@ -218,7 +218,7 @@ IMAGES_SH ?= hack/images.sh
 IMAGES ?= all
 
 .PHONY: images-offline
-images-offline: ## Build the CPU trainer and operator images offline (root, buildah); prints "REF ARCHIVE" (IMAGES=trainer|operator)
+images-offline: ## Build the CPU trainer and operator images and the Kubeflow TFJob example image offline (root, buildah); prints "REF ARCHIVE" (IMAGES=trainer|operator|tfjob-example)
 	$(IMAGES_SH) build $(IMAGES)
 
 .PHONY: images-smoke

@@ -17,10 +17,17 @@
 # base recipe, the versions and build arguments. A second build with no input changed finds
 # the archives and builds nothing.
 #
-#   hack/images.sh build [trainer|operator|all]   build what is missing; print "REF ARCHIVE"
-#   hack/images.sh path trainer|operator          print the archive for the current inputs
+# tfjob-example is Kubeflow's TFJob example image, kubeflow/tf-multi-worker-strategy:latest,
+# built FROM the trainer image (tests/data/tfjob/Dockerfile) for the real node's registry
+# mirror (tests/node/test_tfjob_example.py): its "archive" is an OCI image layout directory
+# (uncompressed layers), which the mirror serves as a registry does.
+#
+#   hack/images.sh build [trainer|operator|tfjob-example|all]
+#                                                 build what is missing; print "REF ARCHIVE"
+#   hack/images.sh path trainer|operator|tfjob-example
+#                                                 print the archive for the current inputs
 #                                                 (exit 1 when it is not built)
-#   hack/images.sh ref trainer|operator           print the image reference
+#   hack/images.sh ref trainer|operator|tfjob-example   print the image reference
 #   hack/images.sh run ARCHIVE [-e K=V]... [--name NAME] [--] [ARG...]
 #                                                 run an archive under runc as the pods do
 #   hack/images.sh kill NAME [SIGNAL]             signal that container's PID 1 (TERM)
@@ -58,6 +65,8 @@ CONTEXT_HASH=
 
 TRAINER_REF="tflaunch-trainer:$VERSION-$VARIANT"
 OPERATOR_REF="tflaunch-operator:$VERSION"
+TFJOB_EXAMPLE_REF="docker.io/kubeflow/tf-multi-worker-strategy:latest"
+TFJOB_EXAMPLE_CONTEXT="$root/tests/data/tfjob"
 
 log() { printf 'images: %s %s\n' "$(date +%T)" "$*" >&2; }
 die() { printf 'images: error: %s\n' "$*" >&2; exit 2; }
@@ -151,20 +160,26 @@ image_key() { # NAME
   [[ -n ${CONTEXT_HASH:-} ]] || CONTEXT_HASH=$(context_hash)
   { echo "$1 $VERSION $TF_VERSION r$RECIPE"
     echo "${MNIST:-} ${MNIST_URL:-} ${MNIST_SHA256:-} ${MNIST_PYPI_URL:-}"; base_key
-    echo "$CONTEXT_HASH"; } | sha
+    echo "$CONTEXT_HASH"
+    # The example adds its own context to the trainer's inputs (its base).
+    [[ $1 != tfjob-example ]] ||
+      cat "$TFJOB_EXAMPLE_CONTEXT/Dockerfile" "$TFJOB_EXAMPLE_CONTEXT/multi_worker_strategy-with-keras.py"
+  } | sha
 }
-archive_for() { # trainer|operator
+archive_for() { # trainer|operator|tfjob-example
   case "$1" in
     trainer) echo "$IMAGES_DIR/tflaunch-trainer-$VERSION-$VARIANT-$(image_key trainer).tar" ;;
     operator) echo "$IMAGES_DIR/tflaunch-operator-$VERSION-$(image_key operator).tar" ;;
-    *) die "unknown image '$1': trainer or operator" ;;
+    tfjob-example) echo "$IMAGES_DIR/tf-multi-worker-strategy-$(image_key tfjob-example).oci" ;;
+    *) die "unknown image '$1': trainer, operator or tfjob-example" ;;
   esac
 }
 ref_for() {
   case "$1" in
     trainer) echo "$TRAINER_REF" ;;
     operator) echo "$OPERATOR_REF" ;;
-    *) die "unknown image '$1': trainer or operator" ;;
+    tfjob-example) echo "$TFJOB_EXAMPLE_REF" ;;
+    *) die "unknown image '$1': trainer, operator or tfjob-example" ;;
   esac
 }
 
@@ -220,13 +235,46 @@ revision() {
   echo "$rev"
 }
 
-# build_one trainer|operator: build the image unless its archive exists; print "REF ARCHIVE".
+# build_tfjob_example: Kubeflow's example image FROM the trainer image (built first if missing,
+# and taken back into buildah's storage from its archive, which prune_storage left it in),
+# pushed as an OCI layout directory with uncompressed layers (they only cross this machine).
+build_tfjob_example() {
+  local archive=$1 trainer_archive trainer args tmp
+  trainer_archive=$(archive_for trainer)
+  [[ -f "$trainer_archive" ]] || build_one trainer >/dev/null
+  trainer="docker.io/library/$TRAINER_REF"
+  buildah_ inspect --type image "$trainer" >/dev/null 2>&1 ||
+    buildah_ pull --quiet "docker-archive:$trainer_archive" >&2
+  mapfile -t args < <(bud_flags)
+  log "building $TFJOB_EXAMPLE_REF FROM $trainer"
+  buildah_ bud "${args[@]}" --build-arg TRAINER_IMAGE="$trainer" -t "$TFJOB_EXAMPLE_REF" \
+    -f "$TFJOB_EXAMPLE_CONTEXT/Dockerfile" "$TFJOB_EXAMPLE_CONTEXT" >&2
+  tmp="$archive.partial"
+  rm -rf "$tmp"
+  buildah_ push --quiet --disable-compression "$TFJOB_EXAMPLE_REF" "oci:$tmp:latest" >&2
+  mv "$tmp" "$archive"
+  local old
+  while read -r old; do
+    rm -rf "$old"
+  done < <(find "$IMAGES_DIR" -maxdepth 1 -name 'tf-multi-worker-strategy-*.oci' -printf '%T@ %p\n' |
+    sort -rn | tail -n +"$((${KEEP_ARCHIVES:-3} + 1))" | cut -d' ' -f2-)
+  prune_storage
+  log "$TFJOB_EXAMPLE_REF: built ($archive, $(du -sh "$archive" | cut -f1))"
+}
+
+# build_one trainer|operator|tfjob-example: build the image unless its archive exists; print
+# "REF ARCHIVE".
 build_one() {
   local name=$1 archive ref base tmp
   archive=$(archive_for "$name")
   ref=$(ref_for "$name")
-  if [[ -f "$archive" ]]; then
+  if [[ -e "$archive" ]]; then
     log "$ref: cached ($archive)"
+    echo "$ref $archive"
+    return
+  fi
+  if [[ $name == tfjob-example ]]; then
+    build_tfjob_example "$archive"
     echo "$ref $archive"
     return
   fi
@@ -283,10 +331,10 @@ cmd_build() {
         ensure_base python >/dev/null
         ensure_base tensorflow-cpu >/dev/null
       fi
-      for name in trainer operator; do build_one "$name"; done
+      for name in trainer operator tfjob-example; do build_one "$name"; done
       ;;
-    trainer | operator) build_one "$which" ;;
-    *) die "unknown image '$which': trainer, operator or all" ;;
+    trainer | operator | tfjob-example) build_one "$which" ;;
+    *) die "unknown image '$which': trainer, operator, tfjob-example or all" ;;
   esac
 }
 
@@ -294,7 +342,7 @@ cmd_path() {
   local archive
   archive=$(archive_for "${1:?usage: images.sh path trainer|operator}")
   echo "$archive"
-  [[ -f "$archive" ]] || { log "not built for the current inputs: hack/images.sh build ${1}"; exit 1; }
+  [[ -e "$archive" ]] || { log "not built for the current inputs: hack/images.sh build ${1}"; exit 1; }
 }
 
 # The requirement locks of docker/base/Dockerfile, regenerated from PyPI: the wheels pip picks

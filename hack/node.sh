@@ -249,6 +249,11 @@ state = "$STATE/containerd/state"
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "$PAUSE_IMAGE"
+  # Registry hosts as an air-gapped cluster configures them: HOST/hosts.toml files (mirrors),
+  # read at each pull. None by default; a test that serves images from a local registry
+  # writes one for the registry it mirrors (tests/node/registry.py).
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "$STATE/certs.d"
 
 [plugins.'io.containerd.cri.v1.runtime']
   # The kubelet asks for a negative oom_score_adj for sandboxes (-998) and Guaranteed pods;
@@ -366,7 +371,7 @@ cmd_up() {
   pki=$(cluster_pki)
   cmd_build
   start=$(date +%s%N)
-  mkdir -p "$STATE"/{pki,logs,pids,containerd,cni/net.d,kubelet}
+  mkdir -p "$STATE"/{pki,logs,pids,containerd,certs.d,cni/net.d,kubelet}
   printf '%s\n' "$ADMIN_KUBECONFIG" >"$STATE/kubeconfig-path"
   node_credentials "$pki"
   write_configs

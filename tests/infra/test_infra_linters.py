@@ -47,6 +47,7 @@ DOCKERFILES = [
     "docker/Dockerfile.operator",
     "docker/Dockerfile.custom-example",
     "docker/base/Dockerfile",
+    "tests/data/tfjob/Dockerfile",
 ]
 
 

@@ -266,9 +266,14 @@ def exited_75_naming_its_peer(
 
 @pytest.fixture
 def shared_claim(real_node: ControlPlane, namespace: str) -> Iterator[str]:
-    """A PersistentVolumeClaim `checkpoints` bound to a hostPath PersistentVolume on the
-    node's disk (under its state directory), owned by the trainer's UID: the kubelet applies
-    no fsGroup to hostPath volumes."""
+    """A PersistentVolumeClaim `checkpoints` on the node's disk (host_path_claim)."""
+    yield from host_path_claim(real_node, namespace, "checkpoints")
+
+
+def host_path_claim(real_node: ControlPlane, namespace: str, claim_name: str) -> Iterator[str]:
+    """A PersistentVolumeClaim `claim_name` bound to a hostPath PersistentVolume on the
+    node's disk (under its state directory, `volumes/NAMESPACE`), owned by the trainer's UID:
+    the kubelet applies no fsGroup to hostPath volumes. The volume is deleted after."""
     path = Path(node_sh("state")) / "volumes" / namespace
     path.mkdir(parents=True)
     os.chown(path, 10001, 10001)
@@ -282,13 +287,13 @@ def shared_claim(real_node: ControlPlane, namespace: str) -> Iterator[str]:
             "storageClassName": "",
             "persistentVolumeReclaimPolicy": "Retain",
             "hostPath": {"path": str(path), "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": "checkpoints"},
+            "claimRef": {"namespace": namespace, "name": claim_name},
         },
     }
     claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "checkpoints"},
+        "metadata": {"name": claim_name},
         "spec": {
             "accessModes": ["ReadWriteMany"],
             "storageClassName": "",
@@ -298,7 +303,7 @@ def shared_claim(real_node: ControlPlane, namespace: str) -> Iterator[str]:
     }
     real_node.apply(volume)
     real_node.apply(claim, namespace)
-    yield "checkpoints"
+    yield claim_name
     real_node.kubectl("delete", "pv", namespace, "--wait=false", check=False)
 
 
