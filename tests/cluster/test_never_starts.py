@@ -25,11 +25,26 @@ NOT_FOUND = (
     'reference "docker.io/library/nosuch:1": docker.io/library/nosuch:1: not found'
 )
 UNREACHABLE = 'failed to pull image "registry.local:5000/t:1": dial tcp 10.0.0.9:5000: i/o timeout'
-REFUSED = (  # containerd 2 on a kind node, the registry stopped
+# containerd 2.4's own words on a kind node (hack/kind.sh), each past status's 160-character
+# cut of a reason: nothing listens on the port; a tag the registry lacks; no pull secret.
+REFUSED = (
     'failed to pull and unpack image "localhost:5999/tflaunch-trainer:0.1.0-cpu": failed to '
     'resolve reference "localhost:5999/tflaunch-trainer:0.1.0-cpu": failed to do request: Head '
-    '"http://localhost:5999/v2/tflaunch-trainer/manifests/0.1.0-cpu": dial tcp [::1]:5999: '
+    '"https://localhost:5999/v2/tflaunch-trainer/manifests/0.1.0-cpu": dial tcp [::1]:5999: '
     "connect: connection refused"
+)
+WRONG_TAG = (
+    'Back-off pulling image "localhost:5001/tflaunch-trainer:nosuch": ErrImagePull: rpc error: '
+    'code = NotFound desc = failed to pull and unpack image "localhost:5001/tflaunch-trainer:'
+    'nosuch": failed to resolve reference "localhost:5001/tflaunch-trainer:nosuch": '
+    "localhost:5001/tflaunch-trainer:nosuch: not found"
+)
+NO_CREDENTIALS = (
+    'Back-off pulling image "localhost:5002/tflaunch-trainer:0.1.0-cpu": ErrImagePull: failed '
+    'to pull and unpack image "localhost:5002/tflaunch-trainer:0.1.0-cpu": failed to resolve '
+    'reference "localhost:5002/tflaunch-trainer:0.1.0-cpu": pull access denied, repository '
+    "does not exist or may require authorization: authorization failed: no basic auth "
+    "credentials"
 )
 
 
@@ -40,6 +55,8 @@ REFUSED = (  # containerd 2 on a kind node, the registry stopped
         ("InvalidImageName", 'Failed to apply default image tag "Bad:Name": ...', "the image"),
         ("ErrImagePull", NOT_FOUND, 'image "docker.io/library/nosuch:1"'),
         ("ImagePullBackOff", f'Back-off pulling image "nosuch:1": {NOT_FOUND}', 'image "nosuch:1"'),
+        ("ImagePullBackOff", WRONG_TAG, 'image "localhost:5001/tflaunch-trainer:nosuch"'),
+        ("ImagePullBackOff", NO_CREDENTIALS, 'image "localhost:5002/tflaunch-trainer:0.1.0-cpu"'),
         ("CreateContainerConfigError", 'secret "token" not found', 'Secret "token"'),
         ("CreateContainerConfigError", 'configmap "cfg" not found', 'ConfigMap "cfg"'),
     ],
@@ -133,6 +150,24 @@ def test_an_image_never_present_ends_the_wait_with_exit_5_naming_worker_image_an
     ), result.err
     assert "tflaunch delete mnist -n default" in error
     assert "lacks room" not in result.err and "gang scheduling" not in result.err
+
+
+@pytest.mark.parametrize(
+    "message, fix",
+    [
+        (WRONG_TAG, "the registry has no such image or refused it: check the tag in spec.image"),
+        (NO_CREDENTIALS, "and for a private registry spec.imagePullSecrets"),
+    ],
+)
+def test_a_pull_refused_in_containerds_long_words_ends_the_wait_with_exit_5(
+    wait_on_worker_1: Waiting, message: str, fix: str
+) -> None:
+    result = wait_on_worker_1("ImagePullBackOff", message, "60")
+
+    assert result.code == ExitStatus.NEVER_STARTS, result.err
+    error = result.err.splitlines()[-1]
+    assert "worker 1 will never start: image" in error and message in error, error
+    assert fix in error, error
 
 
 def test_an_unreachable_registry_keeps_waiting_within_its_grace(wait_on_worker_1: Waiting) -> None:
