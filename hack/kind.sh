@@ -132,8 +132,11 @@ storage: {filesystem: {rootdirectory: $state/data}, delete: {enabled: true}}
 http: {addr: 0.0.0.0:$port}
 $extra
 YAML
-  # (no OpenTelemetry collector here: without this it logs a failed trace export every few seconds)
-  OTEL_TRACES_EXPORTER=none nohup "$REGISTRY_DIR/registry" serve "$state/$name.yml" >"$state/$name.log" 2>&1 &
+  # A clean environment: the registry reads any REGISTRY_* variable as a setting (this script's
+  # `env` exports some), and with no OpenTelemetry collector here it would log a failed trace
+  # export every few seconds.
+  env -i PATH="$PATH" OTEL_TRACES_EXPORTER=none \
+    nohup "$REGISTRY_DIR/registry" serve "$state/$name.yml" >"$state/$name.log" 2>&1 &
   echo $! >"$state/$name.pid"
   for _ in $(seq 1 40); do
     # 200 open, 401 behind auth: either way it answers

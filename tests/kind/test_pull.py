@@ -9,10 +9,14 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from launcher.core import never_starts
 from launcher.core.errors import ExitStatus
 from tests.e2e.conftest import ROOT, stop_process
 from tests.kind.conftest import TRAINER, Kind, kind_sh, mnist_spec
+
+pytestmark = pytest.mark.timeout(1200)  # image pulls and training: minutes
 
 
 def test_a_wrong_tag_ends_the_wait_with_exit_5_naming_the_image_and_the_fix(

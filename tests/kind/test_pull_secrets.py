@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from launcher.core.errors import ExitStatus
 from tests.kind.conftest import TRAINER, Kind, mnist_spec
+
+pytestmark = pytest.mark.timeout(1200)  # image pulls and training: minutes
 
 
 def test_a_private_image_without_a_pull_secret_ends_the_wait_naming_the_fix(
