@@ -285,6 +285,10 @@ kind-operator-test: install ## End-to-end on kind, operator mode: install it, ap
 	KIND=$(KIND) KUBECTL=$(KUBECTL) PYTHON=$(BIN)/python \
 	bash scripts/kind-operator-test.sh
 
+.PHONY: kind-rig-test
+kind-rig-test: install ## This machine's kind rig (hack/kind.sh), whole: up, push, both kind tests, tests/kind, down (also on a failure)
+	PYTEST=$(BIN)/pytest bash hack/kind-rig-test.sh
+
 .PHONY: kind-export-logs
 kind-export-logs: ## Save the kind cluster's node and pod logs into ARTIFACTS/kind
 	$(KIND) export logs $(ARTIFACTS)/kind --name $(CLUSTER)

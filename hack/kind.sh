@@ -9,15 +9,21 @@
 #     bridge plugin on its pod CIDR plus a route to every other node's pod CIDR (what
 #     kindnetd does, set once after the nodes join);
 #   - the registry (distribution v3, built from the Go proxy) runs beside the cluster, and the
-#     nodes' containerd pulls localhost:$REGISTRY_PORT from it (kind's local-registry pattern).
+#     nodes' containerd pulls localhost:$REGISTRY_PORT from it (kind's local-registry pattern);
+#     a second one on $REGISTRY_AUTH_PORT serves the same images behind htpasswd (a private
+#     registry, for spec.imagePullSecrets);
+#   - $SHARED on the host is mounted into every node at /tflaunch-shared: a hostPath volume
+#     there is one directory for pods on any node (a ReadWriteMany checkpoint claim).
 # The cluster's shape (one control plane, two workers) comes from manifests/kind/cluster.yaml.
 #
-# Usage: hack/kind.sh build | up | push [trainer|operator] | down | env | kind ARG...
+# Usage: hack/kind.sh build | up | push [trainer|operator] | down | env | registry up|down | kind ARG...
 #   build  kind, kubeadm, the registry and the node image (cached)
 #   up     dockerd, the registry and the cluster CLUSTER (default tflaunch), nodes Ready
 #   push   the offline images (hack/images.sh) into the registry, as localhost:PORT/NAME:TAG
 #   down   delete the cluster, stop the registry and dockerd
-#   env    export lines for a shell: KIND (the kind wrapper), DOCKER_HOST, REGISTRY
+#   registry up|down  start or stop both registries alone (tests stop it to see a pull fail)
+#   env    export lines for a shell: KIND (the kind wrapper), DOCKER_HOST, KUBECONFIG,
+#          REGISTRY, REGISTRY_AUTH (and its user and password file), SHARED
 #   kind   run the pinned kind with this rig's docker
 set -euo pipefail
 
@@ -34,6 +40,9 @@ KIND_DIR=$CACHE_ROOT/kind/k8s-$K8S_VERSION-kind-$KIND_VERSION-r$RECIPE
 REGISTRY_DIR=$CACHE_ROOT/kind/registry-$REGISTRY_VERSION
 CLUSTER=${CLUSTER:-tflaunch}
 REGISTRY_PORT=${REGISTRY_PORT:-5001}
+REGISTRY_AUTH_PORT=${REGISTRY_AUTH_PORT:-5002}
+REGISTRY_AUTH_USER=tflaunch
+SHARED=$KIND_DIR/shared-$CLUSTER
 POD_SUBNET=10.250.0.0/16 # not the real node's 10.244.0.0/24: its rules must never match ours
 SERVICE_SUBNET=10.96.0.0/16
 export DOCKER_HOST=${TFLAUNCH_KIND_DOCKER_HOST:-$("$here/kind/docker.sh" host)}
@@ -77,7 +86,8 @@ kind_() { "$KIND_DIR/kind" "$@"; }
 # the registry mirror, and the kubeadm settings for the project's own images.
 write_config() {
   local image=$1 out=$2
-  sed "s|image: kindest/node:.*|image: $image|" "$root/manifests/kind/cluster.yaml" >"$out"
+  sed -e "s|^\( *\)image: kindest/node:.*|\1image: $image\n\1extraMounts: [{hostPath: $SHARED, containerPath: /tflaunch-shared}]|" \
+    "$root/manifests/kind/cluster.yaml" >"$out"
   cat >>"$out" <<YAML
 networking:
   disableDefaultCNI: true
@@ -102,26 +112,54 @@ kubeadmConfigPatches:
 YAML
 }
 
-registry_up() {
-  local state=$KIND_DIR/registry
+# registry_one NAME PORT [AUTH]: a registry on PORT serving the one storage directory; with
+# AUTH, behind htpasswd (user REGISTRY_AUTH_USER, a password made once, kept beside it).
+registry_one() {
+  local name=$1 port=$2 auth=${3:-} state=$KIND_DIR/registry
   mkdir -p "$state/data"
-  if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then return 0; fi
-  cat >"$state/config.yml" <<YAML
+  if [ -f "$state/$name.pid" ] && kill -0 "$(cat "$state/$name.pid")" 2>/dev/null; then return 0; fi
+  local extra=""
+  if [ -n "$auth" ]; then
+    command -v htpasswd >/dev/null || die "htpasswd not found: apt-get install apache2-utils"
+    [ -s "$state/auth-password" ] || (umask 077 && head -c 18 /dev/urandom | base64 >"$state/auth-password")
+    htpasswd -Bbn "$REGISTRY_AUTH_USER" "$(cat "$state/auth-password")" >"$state/htpasswd"
+    extra="auth: {htpasswd: {realm: tflaunch-kind, path: $state/htpasswd}}"
+  fi
+  cat >"$state/$name.yml" <<YAML
 version: 0.1
 log: {level: warn}
 storage: {filesystem: {rootdirectory: $state/data}, delete: {enabled: true}}
-http: {addr: 0.0.0.0:$REGISTRY_PORT}
+http: {addr: 0.0.0.0:$port}
+$extra
 YAML
-  nohup "$REGISTRY_DIR/registry" serve "$state/config.yml" >"$state/log" 2>&1 &
-  echo $! >"$state/pid"
-  for _ in $(seq 1 40); do curl -fsS "http://127.0.0.1:$REGISTRY_PORT/v2/" >/dev/null 2>&1 && { log "registry up on :$REGISTRY_PORT"; return 0; }; sleep 0.25; done
-  die "the registry did not answer on :$REGISTRY_PORT (log: $state/log)"
+  # A clean environment: the registry reads any REGISTRY_* variable as a setting (this script's
+  # `env` exports some), and with no OpenTelemetry collector here it would log a failed trace
+  # export every few seconds.
+  env -i PATH="$PATH" OTEL_TRACES_EXPORTER=none \
+    nohup "$REGISTRY_DIR/registry" serve "$state/$name.yml" >"$state/$name.log" 2>&1 &
+  echo $! >"$state/$name.pid"
+  for _ in $(seq 1 40); do
+    # 200 open, 401 behind auth: either way it answers
+    case $(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" 2>/dev/null) in
+      200 | 401) log "registry $name up on :$port"; return 0 ;;
+    esac
+    sleep 0.25
+  done
+  die "the registry $name did not answer on :$port (log: $state/$name.log)"
+}
+
+registry_up() {
+  registry_one registry "$REGISTRY_PORT"
+  registry_one registry-auth "$REGISTRY_AUTH_PORT" auth
 }
 
 registry_down() {
-  local pidfile=$KIND_DIR/registry/pid
-  [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
-  rm -f "$pidfile"
+  local name pidfile
+  for name in registry registry-auth; do
+    pidfile=$KIND_DIR/registry/$name.pid
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    rm -f "$pidfile"
+  done
 }
 
 # Every node: the CNI bridge on its pod CIDR, a route to each other node's pod CIDR, the
@@ -146,9 +184,11 @@ JSON
     # Pods reach what is outside the pod network (the registry, the host) as their node.
     docker exec "$node" sh -c "iptables -t nat -C POSTROUTING -s $POD_SUBNET ! -d $POD_SUBNET -j MASQUERADE 2>/dev/null ||
       iptables -t nat -A POSTROUTING -s $POD_SUBNET ! -d $POD_SUBNET -j MASQUERADE"
-    docker exec "$node" sh -euc "mkdir -p /etc/containerd/certs.d/localhost:$REGISTRY_PORT &&
-      printf '[host.\"http://$gateway:$REGISTRY_PORT\"]\n  capabilities = [\"pull\", \"resolve\"]\n' \
-        >/etc/containerd/certs.d/localhost:$REGISTRY_PORT/hosts.toml"
+    for port in "$REGISTRY_PORT" "$REGISTRY_AUTH_PORT"; do
+      docker exec "$node" sh -euc "mkdir -p /etc/containerd/certs.d/localhost:$port &&
+        printf '[host.\"http://$gateway:$port\"]\n  capabilities = [\"pull\", \"resolve\"]\n' \
+          >/etc/containerd/certs.d/localhost:$port/hosts.toml"
+    done
   done
 }
 
@@ -163,6 +203,7 @@ cmd_up() {
   docker images tflaunch.dev/kind-node --format '{{.Repository}}:{{.Tag}}' | grep -vxF "$image" |
     xargs -r docker rmi >/dev/null 2>&1 || true
   registry_up
+  mkdir -p "$SHARED"
   kubeconfig=$KIND_DIR/kubeconfig-$CLUSTER
   if ! kind_ get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
     config=$KIND_DIR/cluster-$CLUSTER.yaml
@@ -207,9 +248,17 @@ case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   env)
-    printf 'export DOCKER_HOST=%s\nexport KIND=%s\nexport REGISTRY=localhost:%s\n' \
-      "$DOCKER_HOST" "$here/kind/bin/kind" "$REGISTRY_PORT" ;;
+    printf 'export DOCKER_HOST=%s\nexport KIND=%s\nexport KUBECONFIG=%s\nexport REGISTRY=localhost:%s\n' \
+      "$DOCKER_HOST" "$here/kind/bin/kind" "$KIND_DIR/kubeconfig-$CLUSTER" "$REGISTRY_PORT"
+    printf 'export REGISTRY_AUTH=localhost:%s\nexport REGISTRY_AUTH_USER=%s\nexport REGISTRY_AUTH_PASSWORD_FILE=%s\n' \
+      "$REGISTRY_AUTH_PORT" "$REGISTRY_AUTH_USER" "$KIND_DIR/registry/auth-password"
+    printf 'export SHARED=%s\n' "$SHARED" ;;
+  registry) case ${2:-} in
+      up) registry_up ;;
+      down) registry_down ;;
+      *) die "usage: hack/kind.sh registry up | down" ;;
+    esac ;;
   push) cmd_push "${2:-all}" ;;
   kind) shift; kind_ "$@" ;;
-  *) die "usage: hack/kind.sh build | up | push [trainer|operator] | down | env | kind ARG..." ;;
+  *) die "usage: hack/kind.sh build | up | push [trainer|operator] | down | env | registry up|down | kind ARG..." ;;
 esac

@@ -200,10 +200,10 @@ class _MissingPods:
 
 @dataclasses.dataclass(frozen=True)
 class _Blocked:
-    new: list[str]
-    """Dead ends seen for the first time (a warning each)."""
+    new: list[tuple[str, float]]
+    """Dead ends seen for the first time (a warning each), with how long they may last."""
     expired: list[str]
-    """Dead ends that lasted `never_starts.GRACE_SECONDS`: the wait ends."""
+    """Dead ends that lasted their grace (`never_starts.grace_seconds`): the wait ends."""
     workers: set[int]
 
 
@@ -212,12 +212,15 @@ class _DeadEnds:
 
     def __init__(self) -> None:
         self.since: dict[tuple[int, str | None], float] = {}
-        self.said: dict[tuple[int, str | None], str] = {}
+        self.said: dict[tuple[int, str | None], tuple[str, float]] = {}
 
     def update(self, summary: status.JobStatus) -> _Blocked:
         clock = time.monotonic()
         current = {
-            (w.index, w.pod): never_starts.sentence(w.index, end, message)
+            (w.index, w.pod): (
+                never_starts.sentence(w.index, end, message),
+                never_starts.grace_seconds(end),
+            )
             for w, end, message in stalls.dead_ends(summary)
         }
         backing_off = {  # between two failed pulls the kubelet says only "back-off"
@@ -227,14 +230,15 @@ class _DeadEnds:
         }
         for gone in set(self.since) - set(current) - backing_off:
             del self.since[gone], self.said[gone]
-        new = [line for key, line in current.items() if key not in self.since]
-        for key, line in current.items():
+        new = [said for key, said in current.items() if key not in self.since]
+        for key, said in current.items():
             self.since.setdefault(key, clock)
-            self.said[key] = line
+            self.said[key] = said
         expired = [
-            self.said[key]
+            line
             for key, since in self.since.items()
-            if clock - since >= never_starts.GRACE_SECONDS
+            for line, grace in [self.said[key]]
+            if clock - since >= grace
         ]
         return _Blocked(new, expired, {key[0] for key in self.since})
 
@@ -329,9 +333,9 @@ def wait_for_job(
                 announced_preemptions = summary.preemptions.count
                 progress.say(f"{name}: {summary.preemptions.words()}; the Job replaces the pods")
             blocked = dead_ends.update(summary)
-            for line in blocked.new:
+            for line, grace in blocked.new:
                 progress.say(f"warning: {line}; the wait ends unless it starts within "
-                             f"{status.duration(never_starts.GRACE_SECONDS)}")  # fmt: skip
+                             f"{status.duration(grace)}")  # fmt: skip
             if blocked.expired:
                 progress.clear()
                 report(summary)

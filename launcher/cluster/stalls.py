@@ -70,6 +70,7 @@ def dead_ends(status: JobStatus) -> tuple[tuple[Worker, DeadEnd, str], ...]:
         if worker.phase not in ("Pending", "Running") or not worker.reason:
             continue
         reason, _, message = worker.reason.partition(": ")
+        message = worker.waiting or message  # the whole of it: its verdict comes last
         end = dead_end(reason, message)
         if end is not None:
             found.append((worker, end, message))

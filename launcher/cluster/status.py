@@ -46,6 +46,9 @@ class Worker:
     """When its container terminated."""
     end: WorkerEnd | None = None
     """How its trainer ended, once it has (`launcher.core.worker_end`)."""
+    waiting: str | None = None
+    """The kubelet's whole message for a waiting container, which `reason` cuts: a pull
+    error's verdict (`not found`, `connection refused`) comes at its end."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +225,7 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
     pod = newest_first(pods)[0]
     phase, reason, exit_code = pod_state(pod)
     end = WorkerEnd.from_pod(pod)
+    waiting = ((reading.trainer_container(pod) or {}).get("state") or {}).get("waiting") or {}
     return Worker(
         index=index,
         pod=reading.name(pod),
@@ -235,6 +239,7 @@ def _worker(index: int, pods: list[Obj]) -> Worker:
         exit_code=exit_code,
         finished=end.finished_at if end else None,
         end=end,
+        waiting=first_line(waiting.get("message"), limit=1000) or None,
     )
 
 

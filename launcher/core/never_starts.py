@@ -6,8 +6,10 @@ Job counts nothing as a failure. MultiWorkerMirroredStrategy waits for every wor
 whole group waits with it. This module says which waiting reasons are such dead ends, which
 object is to blame, and the fix, in one place for `wait`, `status` and the operator.
 
-A pull error counts only when the registry answered that the image is not there (or refused
-access): "connection refused" or a timeout may pass, and keeps the ordinary pending warning.
+A pull error is a dead end when the registry answered that the image is not there (or refused
+access). A registry that does not answer at all ("connection refused", a timeout) may come
+back, so it is given longer (UNREACHABLE_GRACE_SECONDS) before `wait` ends with the same
+message; either way the wait is bounded and says why, instead of an endless Pending.
 """
 
 from __future__ import annotations
@@ -23,11 +25,24 @@ Secret applied just after the job, or a tag pushed a moment late, to be found on
 kubelet's next try (its image back-off starts at 10 s); short enough that a typo in an image
 ends the wait in well under a minute instead of at its timeout."""
 
+UNREACHABLE_GRACE_SECONDS = 120.0
+"""How long an unreachable registry may last before `wait` gives up: a registry restarted or
+a network blip passes within it (the kubelet tries again after 10, 20, 40 and 80 s, so
+about five pulls fit); a registry that is down, or an address the nodes cannot reach, ends
+the wait in two minutes with the registry named."""
+
 _NOT_THERE = re.compile(
     r"not found|manifest unknown|repository does not exist|pull access denied|"
     r"unauthorized|authorization failed|denied: |no such host",
     re.IGNORECASE,
 )
+_UNREACHABLE = re.compile(
+    r"connection refused|i/o timeout|no route to host|network is unreachable|"
+    r"connection reset by peer|TLS handshake timeout|context deadline exceeded|"
+    r"server misbehaving|dial tcp",
+    re.IGNORECASE,
+)
+"""The registry did not answer (containerd's and Go's words): it may be restarting."""
 _IMAGE = re.compile(r'image "([^"]+)"', re.IGNORECASE)
 _REFERENCE = re.compile(r'(secret|configmap) "([^"]+)" not found', re.IGNORECASE)
 _CLAIM = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGNORECASE)
@@ -43,6 +58,24 @@ class DeadEnd:
     culprit: str
     """The object at fault, e.g. `image "nosuch:1"` or `Secret "token"`."""
     fix: str
+    unreachable: bool = False
+    """The registry did not answer: it may come back (UNREACHABLE_GRACE_SECONDS, not
+    GRACE_SECONDS), and the worker cannot start yet rather than never."""
+
+
+def grace_seconds(end: DeadEnd) -> float:
+    """How long `wait` lets this dead end last before it ends (read at each call, so that a
+    test can shorten it)."""
+    return UNREACHABLE_GRACE_SECONDS if end.unreachable else GRACE_SECONDS
+
+
+def registry_of(image: str) -> str:
+    """The registry host of an image reference (docker.io when it names none), as the
+    container runtimes read it: a first component with a dot, a colon, or localhost."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
 
 
 def dead_end(reason: str | None, message: str | None, image: str | None = None) -> DeadEnd | None:
@@ -67,6 +100,15 @@ def dead_end(reason: str | None, message: str | None, image: str | None = None) 
             shown,
             "the registry has no such image or refused it: check the tag in spec.image "
             "(make push REGISTRY=...), and for a private registry spec.imagePullSecrets",
+        )
+    if reason in ("ErrImagePull", "ImagePullBackOff") and _UNREACHABLE.search(text):
+        registry = f"the registry {registry_of(image)}" if image else "its registry"
+        return DeadEnd(
+            reason,
+            shown,
+            f"{registry} does not answer: check that it runs and that the nodes reach "
+            "it, or correct the registry in spec.image (make push REGISTRY=...)",
+            unreachable=True,
         )
     if reason == "Unschedulable" and (claim := _CLAIM.search(text)):
         return DeadEnd(
@@ -134,4 +176,5 @@ def _mount_dead_end(reason: str, message: str) -> DeadEnd:
 def sentence(worker: int, end: DeadEnd, message: str | None) -> str:
     """One line: the worker, the object, the kubelet's own words, the fix."""
     said = f": {message}" if message else ""
-    return f"worker {worker} will never start: {end.culprit} ({end.reason}{said}); {end.fix}"
+    verdict = "cannot pull its image" if end.unreachable else "will never start"
+    return f"worker {worker} {verdict}: {end.culprit} ({end.reason}{said}); {end.fix}"

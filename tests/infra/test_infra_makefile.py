@@ -297,6 +297,19 @@ def test_kind_operator_test_uses_a_namespace_of_its_own(make_dry_run: MakeDryRun
     assert operator["NAMESPACE"] != cli["NAMESPACE"]
 
 
+def test_kind_rig_test_runs_its_script_and_nothing_else_under_dry_run(
+    make_dry_run: MakeDryRun,
+) -> None:
+    """The script brings the rig up and down: `make -n` must print it, not run it (a recipe
+    line naming $(MAKE) would run even under -n)."""
+    env, argv = find_command_with_env(
+        make_dry_run("kind-rig-test"), "bash", "hack/kind-rig-test.sh"
+    )
+
+    assert argv == ["bash", "hack/kind-rig-test.sh"]
+    assert env["PYTEST"] == ".venv/bin/pytest"
+
+
 def test_kind_down_deletes_the_cluster(make_dry_run: MakeDryRun) -> None:
     assert "kind delete cluster --name tflaunch" in make_dry_run("kind-down")
 
