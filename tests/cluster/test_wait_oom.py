@@ -43,18 +43,53 @@ def job_controller(fake: FakeKubernetes, job: dict[str, Any]) -> Iterator[None]:
     done = threading.Event()
 
     def run() -> None:
+        # Like the controller, it reconciles until the condition holds: a put racing wait's
+        # own patch of the Job can be overwritten by it.
         while not done.wait(0.05):
             stored = fake.get("Job", "mnist-worker")
             if stored and stored["spec"].get("backoffLimit") == 0:
-                message = "Job has reached the specified backoff limit"
-                fake.put(with_condition(stored, "Failed", "BackoffLimitExceeded", message))
-                return
+                conditions = stored.get("status", {}).get("conditions", [])
+                if not any(c["type"] == "Failed" for c in conditions):
+                    message = "Job has reached the specified backoff limit"
+                    fake.put(with_condition(stored, "Failed", "BackoffLimitExceeded", message))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     yield
     done.set()
     thread.join()
+
+
+def when(condition: Callable[[], bool], deadline: float = 60) -> None:
+    end = time.monotonic() + deadline
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def two_kills(fake: FakeKubernetes, job: dict[str, Any], steps: tuple[int, int]) -> None:
+    """Two OOM attempts, each once `wait` has seen what came before (a kill is named with
+    the chief's step when wait sees it; timed sleeps raced a loaded machine)."""
+    after_the_first_read(fake)
+    oom_attempt(fake, job, 0, steps[0])
+    after_the_next_read(fake)
+    oom_attempt(fake, job, 1, steps[1])
+
+
+def _log_reads(fake: FakeKubernetes) -> int:
+    with fake.lock:
+        return sum(r.path.endswith("/log") for r in fake.requests)
+
+
+def after_the_first_read(fake: FakeKubernetes) -> None:
+    """Returns once wait has read the chief's log the first time (its first round)."""
+    when(lambda: _log_reads(fake) > 0)
+
+
+def after_the_next_read(fake: FakeKubernetes) -> None:
+    """Returns once wait has read the chief's log again: on seeing a failed pod it reads it at
+    once, and otherwise only every job_progress.REFRESH_SECONDS (15 s)."""
+    reads = _log_reads(fake)
+    when(lambda: _log_reads(fake) > reads)
 
 
 def steps_of_the_chief(fake: FakeKubernetes, job: dict[str, Any]) -> None:
@@ -68,13 +103,7 @@ def test_a_worker_oom_killed_twice_at_the_same_point_ends_the_wait_with_exit_3(
 ) -> None:
     steps_of_the_chief(fake, job)
 
-    def kills() -> None:
-        time.sleep(0.5)
-        oom_attempt(fake, job, 0, 40)
-        time.sleep(0.8)
-        oom_attempt(fake, job, 1, 42)
-
-    thread = threading.Thread(target=kills, daemon=True)
+    thread = threading.Thread(target=two_kills, args=(fake, job, (40, 42)), daemon=True)
     thread.start()
     result = tflaunch("wait", "mnist", "--timeout", "20")
     thread.join()
@@ -101,15 +130,15 @@ def test_status_of_the_stopped_job_says_why(
 ) -> None:
     steps_of_the_chief(fake, job)
 
-    def kills() -> None:
-        time.sleep(0.5)
-        oom_attempt(fake, job, 0, 40)
-        time.sleep(0.8)
-        oom_attempt(fake, job, 1, 42)
-
-    threading.Thread(target=kills, daemon=True).start()
+    threading.Thread(target=two_kills, args=(fake, job, (40, 42)), daemon=True).start()
     assert tflaunch("wait", "mnist", "--timeout", "20").code == 3
 
+    def failed() -> bool:  # the Job controller's verdict, which may come after wait's
+        stored = fake.get("Job", "mnist-worker") or {}
+        conditions = stored.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Failed" for c in conditions)
+
+    when(failed)
     result = tflaunch("status", "mnist")
     assert "OOMKilledAgain: worker 1 was OOMKilled (exit 137)" in result.out, result.out
 
@@ -120,9 +149,9 @@ def test_one_oom_kill_is_named_and_the_group_restarts(
     steps_of_the_chief(fake, job)
 
     def kill_then_finish() -> None:
-        time.sleep(0.5)
+        after_the_first_read(fake)
         oom_attempt(fake, job, 0, 40)
-        time.sleep(0.8)
+        after_the_next_read(fake)
         fake.put(with_condition(fake.get("Job", "mnist-worker") or job, "Complete"))
 
     threading.Thread(target=kill_then_finish, daemon=True).start()
