@@ -24,7 +24,6 @@ import contextlib
 import ctypes
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -51,8 +50,6 @@ so no save it could start (the trainer's on SIGTERM needs every worker) would fi
 CHECKPOINT_POLL_SECONDS = 5.0
 PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contract.EXIT_PREEMPTED})
 """The program's exit codes the wrapper returns as they are; everything else becomes 1."""
-_CPP_LOG_LINE = re.compile(rb"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
-"""TensorFlow's C++ log lines: never the program's own last word."""
 _PR_SET_PDEATHSIG = 1
 FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT})
 """The signals the wrapper passes on to the program (eviction, kubectl delete, Ctrl-C)."""
@@ -284,7 +281,7 @@ class ChildProgram:
     def _remember(self, lines: Sequence[bytes]) -> None:
         for raw in lines:
             line = contract.final_frame(raw.decode(errors="replace")).strip()
-            if line and not _CPP_LOG_LINE.match(line.encode()):
+            if line and not contract.is_cpp_log_start(line):
                 # A line the program logged in the trainer's format (the built-in trainer)
                 # is quoted by its message only, not with a second timestamp and label.
                 ours = contract.TRAINER_LOG_LINE.match(line)

@@ -24,7 +24,6 @@ from launcher.cli.durations import DURATION, EXAMPLE
 from launcher.cli.options import cluster_options, connect, namespace_option, program_name
 from launcher.core import contract, tensorboard
 from launcher.core.errors import ExitStatus, NotFound, SpecError, TflaunchError
-from launcher.local import console
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -93,7 +92,7 @@ def _without_cpp_lines(stream: TextIO) -> None:
     a machine without GPUs, and TensorBoard itself needs none. TFLAUNCH_LOG_LEVEL=debug shows
     them."""
     for line in stream:
-        if not console.is_cpp_log_start(line):
+        if not contract.is_cpp_log_start(line):
             sys.stderr.write(line)
             sys.stderr.flush()
 

@@ -108,6 +108,20 @@ TRAINER_LOG_LINE = re.compile(
 )
 """Parses a line of TRAINER_LOG_FORMAT."""
 
+CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
+"""TensorFlow's C++ log line (absl format): severity, MMDD, time (TF 2.21 prints
+`00:00:<epoch seconds>.<micros>`), thread id, file:line]."""
+CPP_LOG_BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
+"""What absl prints, once per TensorFlow library, before its logging is initialized: from
+a C++ thread, so it may come after the program's own last line."""
+
+
+def is_cpp_log_start(line: str) -> bool:
+    """True for the first line of a message from TensorFlow's C++ runtime: never a
+    program's own words (the console hides it; a failure's reason never quotes it)."""
+    return bool(CPP_LOG_LINE.match(line)) or line.startswith(CPP_LOG_BANNER)
+
+
 TRAINER_ENV: dict[str, str] = {ENV_LEGACY_KERAS: "1"}
 """Environment every worker gets, in a pod and in `tflaunch local` alike."""
 

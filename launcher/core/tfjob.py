@@ -279,8 +279,11 @@ def _port(ports: list[Any], where: str) -> int:
 
 
 def _resources(resources: Mapping[str, Any], where: str, out: dict[str, Any]) -> None:
+    """The container's CPU and memory exactly as the manifest gives them: tflaunch's own
+    defaults (1 CPU, 2Gi requested) never apply to a TFJob, which training-operator runs
+    with no request it did not write (on a small node, 1 CPU each may not fit)."""
     _only(resources, where, {"requests", "limits"})
-    carried: dict[str, Any] = {}
+    carried: dict[str, Any] = {"requests": {}, "limits": {}}
     gpus: set[int] = set()
     for kind in ("requests", "limits"):
         values = _mapping(resources, kind, where)
@@ -294,8 +297,7 @@ def _resources(resources: Mapping[str, Any], where: str, out: dict[str, Any]) ->
         raise SpecError(f"{where}.limits.{GPU}", "requests and limits of GPUs must be equal")
     if gpus:
         out["gpusPerWorker"] = gpus.pop()
-    if carried:
-        out["resources"] = carried
+    out["resources"] = carried
 
 
 def _checkpoint(

@@ -18,11 +18,6 @@ import re
 from launcher.core import contract
 from launcher.core.progress import PROGRESS_LINE_PREFIX
 
-CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [^ \]]+:\d+\] ")
-"""TensorFlow's C++ log line (absl format): severity, MMDD, time (TF 2.21 prints
-`00:00:<epoch seconds>.<micros>`), thread id, file:line]."""
-CPP_LOG_BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
-"""What absl prints, once per TensorFlow library, before its logging is initialized."""
 CPP_CONTINUATION = re.compile(
     r"^(Additional GRPC error information|:[A-Z_]+:|:\{|/job:|The tasks have crashed|"
     r"The following tasks|To enable the following instructions|The error could be from a "
@@ -39,11 +34,6 @@ RECORD_STARTS = (
     "Traceback ", "Exception in thread ", contract.RESULT_LINE_PREFIX, PROGRESS_LINE_PREFIX
 )  # fmt: skip
 """Lines that are not the continuation of a multi-line C++ message, besides trainer lines."""
-
-
-def is_cpp_log_start(line: str) -> bool:
-    """True for the first line of a message from TensorFlow's C++ runtime."""
-    return bool(CPP_LOG_LINE.match(line)) or line.startswith(CPP_LOG_BANNER)
 
 
 def starts_own_record(line: str) -> bool:
@@ -71,7 +61,7 @@ class ConsoleFilter:
         self._in_cpp_message = False
 
     def shows(self, line: str) -> bool:
-        if is_cpp_log_start(line):
+        if contract.is_cpp_log_start(line):
             self._in_cpp_message = True
         elif self._in_cpp_message and starts_own_record(line):
             self._in_cpp_message = False

@@ -30,7 +30,6 @@ from launcher.local.console import (
     CPP_CONTINUATION,
     KERAS_PROGRESS_BAR,
     ConsoleFilter,
-    is_cpp_log_start,
 )
 
 PLAIN_INTERVAL = 5.0
@@ -137,7 +136,7 @@ class NotableFilter:
         match = contract.TRAINER_LOG_LINE.match(line)
         if match is not None:
             self._showing = match.group("level") in NOTABLE_LEVELS
-        elif is_cpp_log_start(line) or line.startswith(
+        elif contract.is_cpp_log_start(line) or line.startswith(
             (progress_lib.PROGRESS_LINE_PREFIX, contract.RESULT_LINE_PREFIX)
         ):
             self._showing = False
@@ -162,7 +161,7 @@ class OwnOutputFilter:
         if match is not None:
             self._in_cpp_message = False
             return match.group("level") in NOTABLE_LEVELS
-        if is_cpp_log_start(line):
+        if contract.is_cpp_log_start(line):
             self._in_cpp_message = True
             return False
         if self._in_cpp_message and CPP_CONTINUATION.match(line):

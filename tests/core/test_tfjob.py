@@ -88,6 +88,7 @@ def test_a_worker_tfjob_carries_every_field_onto_the_multiworkerjob(tmp_path: Pa
     assert spec.command == ("python", "/train/train.py") and spec.args == ("--epochs", "2")
     assert spec.env == {"LR": "0.1"} and spec.port == 2345 and spec.gpus_per_worker == 1
     assert (spec.resources.requests.cpu, spec.resources.limits.memory) == ("2", "8Gi")
+    assert (spec.resources.requests.memory, spec.resources.limits.cpu) == (None, None)
     assert (spec.checkpoint.claim_name, spec.checkpoint.mount_path) == ("data", "/train")
     assert spec.node_selector == {"pool": "gpu"} and spec.tolerations[0].operator == "Exists"
     assert spec.labels == {"team": "a"} and spec.annotations == {"a": "b"}
@@ -295,3 +296,12 @@ def test_a_tfjob_managed_by_the_tflaunch_operator_is_read_as_any_other() -> None
     document = copy.deepcopy(TFJOB)
     document["spec"]["runPolicy"]["managedBy"] = tfjob.MANAGED_BY
     assert tfjob.to_multiworkerjob(document)["spec"]["workers"] == 3
+
+
+def test_a_tfjob_without_resources_gets_no_request_it_did_not_write(tmp_path: Path) -> None:
+    """Kubeflow's examples ask only `nvidia.com/gpu: 1`: tflaunch's defaults (1 CPU and 2Gi
+    requested per worker) would keep one of two workers Pending on a 2-CPU node."""
+    document = copy.deepcopy(TFJOB)
+    _container(document)["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    job = load.load_job(_write(tmp_path, document))
+    assert _trainer(render.render(job))["resources"] == {"limits": {"nvidia.com/gpu": "1"}}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from launcher.core import contract, curves
-from launcher.local.console import is_cpp_log_start
+from launcher.core.contract import is_cpp_log_start
 from launcher.local.paths import LocalPaths
 from tests.pictures import assert_rich_png
 

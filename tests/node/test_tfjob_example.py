@@ -152,7 +152,7 @@ def ran_kubeflows_program(
         assert config == _with_our_hosts(expected, json.loads(config)), (index, config)
 
 
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(900)
 def test_kubeflows_example_runs_unchanged_with_tflaunch_submit_wait(
     real_node: ControlPlane,
     registry: Registry,
@@ -161,7 +161,7 @@ def test_kubeflows_example_runs_unchanged_with_tflaunch_submit_wait(
     strategy_volume: Path,
 ) -> None:
     run = real_node.tflaunch(
-        "submit", str(MANIFEST), "-n", namespace, "--wait", "--timeout", "20m", timeout=1300
+        "submit", str(MANIFEST), "-n", namespace, "--wait", "--timeout", "10m", timeout=700
     )
 
     assert run.code == 0, run
@@ -177,7 +177,7 @@ def _tfjob_state(real_node: ControlPlane, namespace: str) -> str | None:
     return next((state for state in ("Succeeded", "Failed") if state in true), None)
 
 
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(900)
 def test_kubeflows_example_runs_unchanged_with_kubectl_apply_under_the_operator(
     real_node: ControlPlane,
     registry: Registry,
@@ -196,7 +196,7 @@ def test_kubeflows_example_runs_unchanged_with_kubectl_apply_under_the_operator(
 
     real_node.kubectl("apply", "-n", namespace, "-f", str(MANIFEST))
 
-    state = eventually(lambda: _tfjob_state(real_node, namespace), timeout=1200, interval=5,
+    state = eventually(lambda: _tfjob_state(real_node, namespace), timeout=600, interval=5,
                        what="the TFJob Succeeded or Failed")  # fmt: skip
     assert state == "Succeeded", real_node.kubectl("get", "tfjob", "-n", namespace, "-o",
                                                    "yaml").out  # fmt: skip

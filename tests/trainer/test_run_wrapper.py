@@ -513,3 +513,22 @@ def test_the_reason_is_the_exception_line_not_tensorflows_trailer() -> None:
 )
 def test_a_line_reads_as_a_terminal_shows_it(text: str, shown: str) -> None:
     assert contract.final_frame(text) == shown
+
+
+def test_absls_banner_after_the_programs_last_line_is_not_its_reason() -> None:
+    """absl prints its banner from a C++ thread, so it may come after the program's own
+    error line (seen with a configuration error, exit 78): the reason stays the program's."""
+    out = _merged(
+        "import sys, time\n"
+        "print('12:00:00 [worker 0/2] ERROR /data/mnist.npz is not a readable .npz file',"
+        " file=sys.stderr, flush=True)\n"
+        "time.sleep(0.2)\n"
+        f"print({contract.CPP_LOG_BANNER + ' and are written to STDERR'!r}, file=sys.stderr)\n"
+        "sys.exit(78)\n"
+    )
+    errors = [
+        m.group("message")
+        for m in map(contract.TRAINER_LOG_LINE.match, out.splitlines())
+        if m and m.group("level") == "ERROR"
+    ]
+    assert errors[-1].startswith("/data/mnist.npz is not a readable .npz file"), errors
