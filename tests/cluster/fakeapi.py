@@ -388,6 +388,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
+        # The stream's end closes the connection: said up front, or the client pools the
+        # socket and its next request on it (a PATCH, which urllib3 does not retry) fails
+        # with RemoteDisconnected.
+        self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.flush()
 
@@ -398,7 +402,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        self.close_connection = True
 
     # --- Verbs ---------------------------------------------------------------------------
 
