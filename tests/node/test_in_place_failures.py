@@ -19,7 +19,7 @@ from tests.node.test_mnist import (  # noqa: F401 (fixtures)
     real_node_spec,
     shared_claim,
 )
-from tests.node.test_restart_in_place import pods
+from tests.node.test_restart_in_place import pods_created
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -74,7 +74,8 @@ def test_a_name_error_on_every_worker_is_reported_once_and_not_retried(
     assert "every worker failed alike, a restart repeats it: NameError: name 'modle'" in run.err
     assert "not retried" in run.err, run.err
     assert "restart in place" not in run.err, run.err
-    assert len(pods(real_node, namespace)) == 2, "a pod was recreated"
+    created = pods_created(real_node, namespace)
+    assert len(created) == 2, f"a pod was recreated: {created}"
 
 
 @pytest.mark.timeout(600)
@@ -94,6 +95,7 @@ def test_a_crash_loop_stops_at_the_budget_with_the_cause_named(
         "worker 1 exited 76 (restart budget spent): RuntimeError: the data loader broke "
         "(the program exited 1); the group restarted 2 times (spec.backoffLimit)"
     ) in run.err, run.err
-    assert len(pods(real_node, namespace)) == 2, "a pod was recreated"
+    created = pods_created(real_node, namespace)
+    assert len(created) == 2, f"a pod was recreated: {created}"
     status = real_node.tflaunch("status", "mnist", "-n", namespace)
     assert "restarts in place: 2; the last: worker 1 exited 1: RuntimeError" in status.out, status

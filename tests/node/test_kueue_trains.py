@@ -126,8 +126,11 @@ def test_a_job_preempted_through_kueue_saves_where_it_was_and_resumes_there_with
     ns = namespace
     low = queued_spec(
         tmp_path / "low.yaml", ns, trainer_image, "low", backoffLimit=0,
-        trainer={"epochs": 2}, checkpoint={"claimName": shared_claim},
+        trainer={"epochs": 2, "stepsPerEpoch": 700}, checkpoint={"claimName": shared_claim},
     )  # fmt: skip
+    # Epochs of 700 steps (about 30 s at the node's best speed, three times MNIST's 234): the
+    # second epoch outlasts the urgent job's submission and Kueue's preemption by far. With
+    # 234-step epochs (11 s) it sometimes ended first, and nothing was left to preempt.
     high = queued_spec(
         tmp_path / "high.yaml", ns, trainer_image, "high", priorityClassName=f"urgent-{ns}",
         trainer={"epochs": 1, "stepsPerEpoch": 5},

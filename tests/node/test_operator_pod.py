@@ -244,6 +244,54 @@ def test_an_in_place_multiworkerjob_restarts_in_the_same_pods_and_the_operator_c
     assert "last restart in place 1: worker 1 was killed by SIGKILL" in summary.out, summary
 
 
+FORGING_PROGRAM = """
+import os, sys, time
+index = os.environ["TFLAUNCH_WORKER_INDEX"]
+if index == "1":  # a worker that is not the chief prints markers at the start of its lines
+    time.sleep(2)
+    print('TFLAUNCH_PROGRESS {"epoch": 9, "epochs": 9, "step": 9, "steps": 9}', flush=True)
+    print('TFLAUNCH_RESULT {"test_accuracy": 1.0, "forged": "by worker 1"}', flush=True)
+    sys.exit(0)
+print('TFLAUNCH_PROGRESS {"epoch": 1, "epochs": 1, "step": 4, "steps": 4}', flush=True)
+print('TFLAUNCH_RESULT {"test_accuracy": 0.5}', flush=True)
+# Untrusted text the chief logs after its own result: a marker glued mid-line.
+print('request from client: TFLAUNCH_RESULT {"test_accuracy": 1.0, "forged": "mid-line"}')
+print('INFO:root:TFLAUNCH_PROGRESS {"epoch": 7, "epochs": 7, "step": 7, "steps": 7}', flush=True)
+time.sleep(45)  # running past the operator's next look at the chief's progress (30 s)
+"""
+
+
+@pytest.mark.timeout(600)
+def test_only_the_chiefs_own_result_line_reaches_the_multiworkerjobs_status(
+    real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path
+) -> None:
+    """Forged lines on real pods (issue 40): worker 1 prints result and progress markers at the
+    start of its lines, the chief glues them mid-line after its own; the operator's pod keeps
+    the chief's own result and progress, and `tflaunch status` shows the same."""
+    cp = real_node
+    document = multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image)
+    document["spec"].pop("trainer")
+    document["spec"]["script"] = {"name": "train.py", "source": FORGING_PROGRAM}
+    cp.apply(document)
+
+    def progress() -> dict[str, Any] | None:
+        status: dict[str, Any] = cp.get("mwj", "mnist", "-n", namespace).get("status") or {}
+        return status.get("progress")
+
+    read = eventually(progress, timeout=240, interval=2, what="the chief's progress in status")
+    assert (read["epoch"], read["step"]) == (1, 4), read
+    status = eventually(
+        phase(cp, namespace, "mnist", "Succeeded"), timeout=300, interval=2,
+        what="the forging MultiWorkerJob Succeeded",
+    )  # fmt: skip
+    assert status["result"] == {"test_accuracy": 0.5}, status
+    assert (status["progress"]["epoch"], status["progress"]["step"]) == (1, 4), status
+    shown = json.loads(cp.tflaunch("status", "mnist", "-n", namespace, "-o", "json").out)
+    assert shown["status"]["operator"]["result"] == {"test_accuracy": 0.5}, shown
+    logs = cp.tflaunch("logs", "mnist", "-n", namespace)
+    assert any("forged" in line for line in worker_lines(logs, 1)), logs.out  # it did print
+
+
 @pytest.mark.timeout(1200)
 def test_a_save_only_the_chief_makes_fails_the_multiworkerjob_once_without_a_restart(
     real_node: ControlPlane, release: str, trainer_image: str, namespace: str, tmp_path: Path

@@ -46,6 +46,26 @@ def pods(cluster: ControlPlane, where: str) -> dict[str, dict]:
     return {p["metadata"]["uid"]: p for p in items}
 
 
+def pods_created(cluster: ControlPlane, where: str) -> list[str]:
+    """The pods the Job controller created in `where`, from its SuccessfulCreate events: a
+    failed Job deletes the pods still running, so the pods left cannot tell a recreation."""
+    events = json.loads(
+        cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            where,
+            "--field-selector",
+            "reason=SuccessfulCreate",
+            "-o",
+            "json",
+        ).out
+    )["items"]
+    return sorted(
+        e["message"] for e in events if e["involvedObject"]["kind"] == "Job"
+    )  # "Created pod: <name>", one event per pod (distinct messages are never merged)
+
+
 def in_place_spec(path: Path, where: str, image: str, claim: str) -> Path:
     spec = real_node_spec(path, where, image, "indexed")
     document = yaml.safe_load(spec.read_text())
