@@ -28,7 +28,7 @@ from launcher.cli.options import (
     with_spec,
 )
 from launcher.cli.wait_cmd import wait_for_job, wait_options
-from launcher.core import render, runs, workload
+from launcher.core import exit_policy, render, runs, workload
 from launcher.core.errors import ClusterError, ExitStatus
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -118,6 +118,8 @@ def submit_command(
     _say_applied([f"{_kind(item.kind)}/{item.name} {item.action}" for item in applied], dry_run)
     if server_dry_run:
         return ExitStatus.SUCCESS
+    if job.spec.restart == "inPlace" and any(item.action != "unchanged" for item in applied):
+        _note_dropped_restart_rules(cluster, objects)
     if all(item.action == "unchanged" for item in applied) and not replace:
         click.echo(f"job {job.name} is already submitted with this spec: nothing to do", err=True)
     elif job.spec.checkpoint.claim_name and job.spec.checkpoint.run not in (None, kept):
@@ -185,6 +187,17 @@ def _no_node_fits(
     if not check.failed:
         return None
     return f"{program_name()}: warning: {check.detail}: the workers would stay Pending; {check.fix}"
+
+
+def _note_dropped_restart_rules(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
+    """Say once when the server did not keep the container restart rule it was given."""
+    job = next(o for o in objects if o["kind"] == "Job")
+    try:
+        stored = cluster.get("Job", job["metadata"]["name"], job["metadata"]["namespace"])
+    except ClusterError:
+        return
+    if exit_policy.restart_rules_dropped(stored):
+        click.echo(f"{program_name()}: note: {exit_policy.RESTART_RULES_DROPPED}", err=True)
 
 
 def _say_applied(lines: list[str], dry_run: str) -> None:

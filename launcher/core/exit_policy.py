@@ -95,6 +95,42 @@ def job_action(code: int) -> JobAction | None:
     return rule.job if rule else "Count"
 
 
+KILLED_CONTAINER_EXIT = 128 + 9
+"""How a container ends when its first process, the worker wrapper, is SIGKILLed: `crictl
+stop` or `kill` of the container, or the whole container OOM-killed (cgroup v2's
+memory.oom.group). With spec.restart inPlace the kubelet restarts it in its pod."""
+
+
+def container_restart_rules() -> list[dict[str, Any]]:
+    """The trainer container's restartPolicyRules with spec.restart inPlace (Kubernetes'
+    ContainerRestartRules, beta and on by default since 1.35): a container whose wrapper was
+    SIGKILLed starts again in the same pod, where its new wrapper joins the group's next
+    generation (trainer/generations.py), instead of failing the pod into a recreation. Every
+    other exit ends the container: the wrapper already restarted the program for what can
+    be restarted, and 78/76/79 have their meaning in the podFailurePolicy. A pod being
+    deleted (preemption, eviction) is never restarted by the kubelet."""
+    codes = {"operator": "In", "values": [KILLED_CONTAINER_EXIT]}
+    return [{"action": "Restart", "exitCodes": codes}]
+
+
+def restart_rules_dropped(stored_job: dict[str, Any] | None) -> bool:
+    """Whether the API server stored a Job rendered with `container_restart_rules` without
+    them: a cluster before Kubernetes 1.35, or with ContainerRestartRules off, drops the
+    field it does not serve. There a killed container fails its pod, which is recreated."""
+    if stored_job is None:
+        return False
+    template = stored_job.get("spec", {}).get("template", {}).get("spec", {})
+    return not any(c.get("restartPolicyRules") for c in template.get("containers", []))
+
+
+RESTART_RULES_DROPPED = (
+    "this cluster dropped the trainer container's restartPolicyRules (Kubernetes before 1.35, "
+    "or the ContainerRestartRules feature gate off): a program that fails still restarts in "
+    "place, but a killed container fails its pod, which is recreated, and its new wrapper "
+    "joins the group's next generation"
+)
+
+
 def pod_failure_policy(container: str = "trainer") -> dict[str, Any]:
     """The Job's podFailurePolicy: the table's rules, then an eviction (a pod condition
     DisruptionTarget: not the trainer's fault) ignored."""

@@ -156,6 +156,9 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "port": spec.port,
         "port_name": PORT_NAME,
         "control_port": _control_port(job),
+        "container_restart_rules": (
+            exit_policy.container_restart_rules() if spec.restart == "inPlace" else None
+        ),
         "control_port_name": CONTROL_PORT_NAME,
         "service_name": names.service_name(job.name),
         "network_policy_name": names.network_policy_name(job.name),

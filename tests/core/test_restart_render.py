@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core import contract
+from launcher.core import contract, exit_policy
 from launcher.core.load import load_job
 from launcher.core.render import render
 from tests.core.k8s_emulation import JOB_UID, container_env, pods_of_job
@@ -62,6 +62,7 @@ def test_recreate_is_the_default_and_renders_no_control_port() -> None:
     container = _container(job)
     assert run.parse_args(container["args"], {}).restart_in_place is None
     assert [p["name"] for p in container["ports"]] == ["tf-grpc"]
+    assert "restartPolicy" not in container and "restartPolicyRules" not in container
     (service,) = objects["Service"]
     assert [p["name"] for p in service["spec"]["ports"]] == ["tf-grpc"]
     (policy,) = objects["NetworkPolicy"]
@@ -81,3 +82,37 @@ def test_in_place_gives_every_wrapper_its_jobs_uid(layout: str) -> None:
 def test_recreate_renders_no_job_uid() -> None:
     (job,) = _objects()["Job"]
     assert contract.ENV_JOB_UID not in container_env(pods_of_job(job)[0])
+
+
+@pytest.mark.parametrize("layout", ["indexed", "per-worker"])
+def test_in_place_lets_the_kubelet_restart_a_killed_container_in_its_pod(layout: str) -> None:
+    """A container whose wrapper was SIGKILLed (exit 137) restarts in the same pod, by the
+    container's restartPolicyRules; every other exit still ends the pod (restartPolicy Never),
+    so the podFailurePolicy keeps its meaning."""
+    objects = _objects(("spec.restart", "inPlace"), ("spec.layout", layout))
+    for job in objects["Job"]:
+        template = job["spec"]["template"]["spec"]
+        container = _container(job)
+        assert template["restartPolicy"] == "Never"
+        assert container["restartPolicy"] == "Never"
+        assert container["restartPolicyRules"] == [
+            {"action": "Restart", "exitCodes": {"operator": "In", "values": [137]}}
+        ]
+        codes = [
+            code
+            for rule in job["spec"]["podFailurePolicy"]["rules"]
+            for code in rule.get("onExitCodes", {}).get("values", [])
+        ]
+        assert 137 not in codes
+
+
+def test_a_stored_job_without_the_rule_is_a_cluster_that_dropped_it() -> None:
+    """What `submit` reads back to say once that a killed container will recreate its pod:
+    an API server that does not serve ContainerRestartRules drops the field."""
+    (job,) = _objects(("spec.restart", "inPlace"))["Job"]
+    assert not exit_policy.restart_rules_dropped(job)
+    for container in job["spec"]["template"]["spec"]["containers"]:
+        container.pop("restartPolicy")
+        container.pop("restartPolicyRules")
+    assert exit_policy.restart_rules_dropped(job)
+    assert not exit_policy.restart_rules_dropped(None)  # not readable: nothing to say
