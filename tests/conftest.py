@@ -61,13 +61,17 @@ def _rank(item: pytest.Item) -> int:
     module = _module(item.nodeid)
     if module in TENSORFLOW_MODULES:
         return 0
-    return 1 if module.startswith(("tests/e2e/", NODE_SUITE)) else 2
+    if module.startswith(NODE_SUITE):  # the longest unit after TensorFlow's: handed out next
+        return 1
+    return 2 if module.startswith("tests/e2e/") else 3
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: the TensorFlow modules first, then the e2e and node ones (long
-    waits), then the quick rest, which fills the gaps at the end; the scheduler hands out
-    modules in this order."""
+    """On an xdist worker: the TensorFlow modules first, then the real node's unit (every
+    module of tests/node, the longest after TensorFlow's: handed out after the e2e modules, it
+    finished last, alone), then the e2e modules (long waits), then the
+    quick rest, which fills the gaps at the end; the scheduler hands out modules in this
+    order."""
     if hasattr(config, "workerinput"):
         items.sort(key=_rank)  # stable: the same order on every worker, modules kept whole
 
