@@ -113,6 +113,19 @@ def multiworkerjob(path: Path, namespace: str, image: str, **trainer: Any) -> di
     return document
 
 
+def script_multiworkerjob(path: Path, namespace: str, image: str, source: str) -> dict[str, Any]:
+    """A MultiWorkerJob that runs a program of the user's own (`spec.script`), not MNIST."""
+    document = multiworkerjob(path, namespace, image)
+    document["spec"].pop("trainer")
+    document["spec"]["script"] = {"name": "train.py", "source": source}
+    return document
+
+
+def mwj_status(cp: ControlPlane, namespace: str) -> dict[str, Any]:
+    status: dict[str, Any] = cp.get("mwj", "mnist", "-n", namespace).get("status") or {}
+    return status
+
+
 def phase(cp: ControlPlane, namespace: str, name: str, wanted: str) -> Any:
     def check() -> dict[str, Any] | None:
         status: dict[str, Any] = cp.get("mwj", name, "-n", namespace).get("status") or {}
@@ -269,14 +282,12 @@ def test_only_the_chiefs_own_result_line_reaches_the_multiworkerjobs_status(
     start of its lines, the chief glues them mid-line after its own; the operator's pod keeps
     the chief's own result and progress, and `tflaunch status` shows the same."""
     cp = real_node
-    document = multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image)
-    document["spec"].pop("trainer")
-    document["spec"]["script"] = {"name": "train.py", "source": FORGING_PROGRAM}
-    cp.apply(document)
+    cp.apply(
+        script_multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image, FORGING_PROGRAM)
+    )
 
     def progress() -> dict[str, Any] | None:
-        status: dict[str, Any] = cp.get("mwj", "mnist", "-n", namespace).get("status") or {}
-        return status.get("progress")
+        return mwj_status(cp, namespace).get("progress")
 
     read = eventually(progress, timeout=240, interval=2, what="the chief's progress in status")
     assert (read["epoch"], read["step"]) == (1, 4), read
@@ -303,13 +314,10 @@ def test_a_save_only_the_chief_makes_fails_the_multiworkerjob_once_without_a_res
     at creation is an event."""
     cp = real_node
     source = (ROOT / "tests" / "data" / "chief_only_save.py").read_text()
-    document = multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image)
-    document["spec"].pop("trainer")
-    document["spec"]["script"] = {"name": "train.py", "source": source}
-    cp.apply(document)
+    cp.apply(script_multiworkerjob(tmp_path / "mwj.yaml", namespace, trainer_image, source))
 
     def failed() -> dict[str, Any] | None:
-        status: dict[str, Any] = cp.get("mwj", "mnist", "-n", namespace).get("status") or {}
+        status = mwj_status(cp, namespace)
         return status if status.get("phase") == "Failed" else None
 
     status = eventually(failed, timeout=600, interval=2, what="the MultiWorkerJob Failed")
