@@ -16,12 +16,16 @@ from launcher.core import progress as progress_lib
 
 
 def document_of(value: Any) -> Any:
-    """A model instance as plain data under its camelCase keys; None and empty fields omitted."""
+    """A model instance as plain data under its camelCase keys; None and empty fields omitted
+    where leaving them out means the same: an empty field whose default is not empty is
+    kept (`resources.requests: {}` is "no request", where an absent one is the default 1 CPU
+    and 2Gi, as the CRD defaults it too)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = document_of(getattr(value, f.name))
-            if item is None or (isinstance(item, dict | list) and not item):
+            empty = item is None or (isinstance(item, dict | list) and not item)
+            if empty and (item is None or not _default_document(f)):
                 continue
             out[f.metadata["key"]] = item
         return out
@@ -30,6 +34,13 @@ def document_of(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): document_of(v) for k, v in value.items()}
     return value
+
+
+def _default_document(field: dataclasses.Field[Any]) -> Any:
+    """A field's default as plain data (None where it has none)."""
+    if field.default_factory is not dataclasses.MISSING:
+        return document_of(field.default_factory())
+    return None if field.default is dataclasses.MISSING else document_of(field.default)
 
 
 def status_from_document(document: Any) -> Status:

@@ -110,6 +110,12 @@ def test_a_tfjob_applied_with_kubectl_runs_under_the_operator(
         "tfj",
         "chief",
     )
+    # No request the TFJob did not write, as under `tflaunch submit`: the stored child keeps
+    # `requests: {}` (the CRD defaults an absent one to 1 CPU and 2Gi), and so do its Jobs.
+    assert child["spec"]["resources"] == {"requests": {}, "limits": {}}, child["spec"]
+    for job in cp.get("jobs", "-n", namespace, "-l", "tflaunch.dev/job-name=tfj")["items"]:
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert not container.get("resources"), container
 
     status_run = cp.tflaunch("status", "tfj", "-n", namespace)
     assert status_run.code == 0 and "Succeeded" in status_run.out, status_run
