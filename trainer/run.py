@@ -511,7 +511,9 @@ def run_in_place(
                 code = contract.EXIT_CONFIG_ERROR
                 return code
             failures = group.failures() if generation > first else []
-            if failures:  # where status, wait and the operator read it (launcher.core.in_place)
+            if generation > first:  # where status, wait and the operator read it
+                # (launcher.core.in_place); no failure named when a peer's wrapper died with
+                # its program (its container killed), which no wrapper saw fail.
                 print(contract.restart_line(generation, failures), flush=True)
             stored.entered(generation, failures)
             final, failed, exited = run_generation(args, cluster, env, group, generation)

@@ -283,6 +283,12 @@ def test_a_replaced_peer_restarts_the_survivors_program(
         assert code == contract.EXIT_OK, err
     assert group.generations(0) == [0, 1]
     assert group.generations(1) == [0, 1]  # the new wrapper went on to the group's generation
+    # The survivor still says the restart (the one line status, wait and the operator read),
+    # though no wrapper saw a program fail: the dead wrapper took its program with it.
+    (restart,) = in_place.restarts(group.out[0].splitlines())
+    assert restart.words() == (
+        "restart in place 1: a worker's wrapper was replaced (its container or pod restarted)"
+    )
 
 
 def test_a_peer_that_never_comes_is_named_after_the_rendezvous_timeout(tmp_path: Path) -> None:
