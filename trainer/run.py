@@ -512,8 +512,8 @@ def run_in_place(
                 return code
             failures = group.failures() if generation > first else []
             if generation > first:  # where status, wait and the operator read it
-                # (launcher.core.in_place); no failure named when a peer's wrapper died with
-                # its program (its container killed), which no wrapper saw fail.
+                # (launcher.core.in_place), failures or none: a peer's wrapper that died with
+                # its program (its container killed) reported nothing.
                 print(contract.restart_line(generation, failures), flush=True)
             stored.entered(generation, failures)
             final, failed, exited = run_generation(args, cluster, env, group, generation)
