@@ -9,6 +9,7 @@ group_outcome`). Change an exit's meaning here and all three change together
 from __future__ import annotations
 
 import dataclasses
+import signal
 from typing import Any, Literal
 
 from launcher.core import contract
@@ -95,7 +96,7 @@ def job_action(code: int) -> JobAction | None:
     return rule.job if rule else "Count"
 
 
-KILLED_CONTAINER_EXIT = 128 + 9
+KILLED_CONTAINER_EXIT = 128 + int(signal.SIGKILL)
 """How a container ends when its first process, the worker wrapper, is SIGKILLed: `crictl
 stop` or `kill` of the container, or the whole container OOM-killed (cgroup v2's
 memory.oom.group). With spec.restart inPlace the kubelet restarts it in its pod."""
