@@ -68,10 +68,9 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On an xdist worker: the TensorFlow modules first, then the real node's unit (every
-    module of tests/node, the longest after TensorFlow's: handed out after the e2e modules, it
-    finished last, alone), then the e2e modules (long waits), then the
-    quick rest, which fills the gaps at the end; the scheduler hands out modules in this
-    order."""
+    module of tests/node: the longest after TensorFlow's, so it must start at once), then the
+    e2e modules (long waits), then the quick rest, which fills the gaps at the end; the
+    scheduler hands out modules in this order."""
     if hasattr(config, "workerinput"):
         items.sort(key=_rank)  # stable: the same order on every worker, modules kept whole
 

@@ -510,10 +510,11 @@ def run_in_place(
                 termination_message(f"every worker failed alike, a restart repeats it: {repeated}")
                 code = contract.EXIT_CONFIG_ERROR
                 return code
-            failures = group.failures() if generation > first else []
+            failures = []
             if generation > first:  # where status, wait and the operator read it
                 # (launcher.core.in_place), failures or none: a peer's wrapper that died with
                 # its program (its container killed) reported nothing.
+                failures = group.failures()
                 print(contract.restart_line(generation, failures), flush=True)
             stored.entered(generation, failures)
             final, failed, exited = run_generation(args, cluster, env, group, generation)
