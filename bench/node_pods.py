@@ -204,8 +204,8 @@ def run_job(cluster: Cluster, namespace: str, job_spec: Path) -> dict[str, float
     return follow(cluster, namespace, start, set())
 
 
-def shared_claim(cluster: Cluster, namespace: str) -> str:
-    """A claim `checkpoints` bound to a hostPath PersistentVolume on the node's disk."""
+def shared_claim(cluster: Cluster, namespace: str, name: str = "checkpoints") -> str:
+    """A claim `name` bound to a hostPath PersistentVolume on the node's disk."""
     path = Path(sh("node.sh", "state")) / "volumes" / namespace
     path.mkdir(parents=True)
     os.chown(path, 10001, 10001)
@@ -215,11 +215,11 @@ def shared_claim(cluster: Cluster, namespace: str) -> str:
             "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
             "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
             "hostPath": {"path": str(path), "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": "checkpoints"},
+            "claimRef": {"namespace": namespace, "name": name},
         },
     }  # fmt: skip
     claim = {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "checkpoints"},
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
         "spec": {
             "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": namespace,
             "resources": {"requests": {"storage": "1Gi"}},
@@ -227,7 +227,7 @@ def shared_claim(cluster: Cluster, namespace: str) -> str:
     }  # fmt: skip
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(volume))
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
-    return "checkpoints"
+    return name
 
 
 def kill_run(cluster: Cluster, namespace: str, job_spec: Path, steps: int) -> dict[str, float]:
