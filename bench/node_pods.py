@@ -119,6 +119,7 @@ def spec(path: Path, namespace: str, image: str, epochs: int, steps: int, claim:
             "requests": {"cpu": "250m", "memory": "1Gi"},
             "limits": {"cpu": "2", "memory": "4Gi"},
         },
+        restart="recreate",  # its figures are of new pods (bench/node_restart.py: in place)
     )
     document["spec"]["trainer"].update(epochs=epochs, stepsPerEpoch=steps)
     if claim:

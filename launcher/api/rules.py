@@ -175,7 +175,7 @@ EGRESS_TO = Rule(
 
 RESTART_PORT = Rule(
     field="spec.port",
-    cel="self.restart != 'inPlace' || self.port <= 65534",
+    cel="!has(self.restart) || self.restart != 'inPlace' || self.port <= 65534",
     message=(
         "must be at most 65534 with restart: inPlace: the port above it is the workers' "
         "control port (their restart barrier)"

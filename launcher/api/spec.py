@@ -398,12 +398,14 @@ class JobSpec:
         minimum=0,
         maximum=INT32_MAX,
     )
-    restart: Restart = _field(
+    restart: Restart | None = _field(
         "restart",
-        "How the group restarts after a worker's program fails: recreate (the failed pods are "
-        "replaced) or inPlace (every worker's wrapper relaunches its program in the same pod, "
-        "together, up to backoffLimit times; docs/restart-in-place.md).",
-        "recreate",
+        "How the group restarts after a worker's program fails: inPlace (every worker's "
+        "wrapper relaunches its program in the same pod, together, up to backoffLimit times) "
+        "or recreate (the failed pods are replaced); default: inPlace wherever the workers run "
+        "the worker wrapper, recreate with entrypoint: image or port 65535 "
+        "(docs/restart-in-place.md).",
+        None,
     )
     success_policy: SuccessPolicy = _field(
         "successPolicy",

@@ -28,7 +28,7 @@ from launcher.cli.options import (
     with_spec,
 )
 from launcher.cli.wait_cmd import wait_for_job, wait_options
-from launcher.core import exit_policy, render, runs, workload
+from launcher.core import exit_policy, render, restart, runs, workload
 from launcher.core.errors import ClusterError, ExitStatus
 
 if TYPE_CHECKING:  # the kubernetes client takes half a second to import: only when used
@@ -118,7 +118,7 @@ def submit_command(
     _say_applied([f"{_kind(item.kind)}/{item.name} {item.action}" for item in applied], dry_run)
     if server_dry_run:
         return ExitStatus.SUCCESS
-    if job.spec.restart == "inPlace" and any(item.action != "unchanged" for item in applied):
+    if restart.in_place(job.spec) and any(item.action != "unchanged" for item in applied):
         _note_dropped_restart_rules(cluster, objects)
     if all(item.action == "unchanged" for item in applied) and not replace:
         click.echo(f"job {job.name} is already submitted with this spec: nothing to do", err=True)

@@ -7,7 +7,7 @@ import click
 
 from launcher.api.spec import MultiWorkerJob
 from launcher.cli.options import entrypoint_note, program_args_option, spec_options, with_spec
-from launcher.core import render
+from launcher.core import exit_policy, render
 
 
 @click.command("validate")
@@ -36,8 +36,23 @@ def validate_command(job: MultiWorkerJob, kubernetes_version: str | None, no_sch
         click.echo(f"ok: {job.name}: spec valid, {len(objects)} objects rendered")
         return
     version = kubernetes_version or schemas.latest_kubernetes_version()
+    schemas.check_version(version)
+    if _minor(version) < _minor(exit_policy.RESTART_RULES_SINCE) and [
+        job for job in objects if exit_policy.drop_container_restart_rules(job)
+    ]:  # as submit applies the job there (launcher.cluster.apply)
+        click.echo(
+            f"note: Kubernetes {version} has no container restartPolicyRules (since "
+            f"{exit_policy.RESTART_RULES_SINCE}): checked without them, as submit applies the "
+            "job there; a killed container then fails its pod, which is recreated",
+            err=True,
+        )
     schemas.validate_objects(objects, version)
     click.echo(f"ok: {job.name}: {len(objects)} objects valid against Kubernetes {version} schemas")
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
 
 
 COMMANDS = (validate_command,)

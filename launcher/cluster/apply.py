@@ -17,24 +17,41 @@ import copy
 import dataclasses
 import functools
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeVar
 
 from launcher.cluster import operated
 from launcher.cluster.client import Cluster, Obj, kind_key
 from launcher.cluster.find import job_objects
 from launcher.cluster.retry import retrying
 from launcher.cluster.watch import wait_gone
-from launcher.core import labels, names, reading
+from launcher.core import exit_policy, labels, names, reading
 from launcher.core.errors import ClusterError, Conflict, Invalid, NotFound, SpecChanged
+
+_T = TypeVar("_T")
 
 
 def create_object(cluster: Cluster, obj: Obj) -> Obj | None:
     """Create one object as given (owner references included); None when the name is taken."""
     try:
-        return cluster.create(obj)
+        return _without_refused_restart_rules(cluster.create, obj)
     except Conflict:
         return None
+
+
+def _without_refused_restart_rules(write: Callable[[Any], _T], obj: Any) -> _T:
+    """`write(obj)`; a Job whose container restart rules the API server refuses (Kubernetes
+    1.28 to 1.33) is written again without them, as a newer server with ContainerRestartRules
+    off stores it: a killed container then fails its pod, which is recreated, and submit,
+    reading the stored Job back, says so once. `obj` is changed in place, so that what is
+    written after a dry run is what the dry run accepted."""
+    try:
+        return write(obj)
+    except Invalid as error:
+        refused = obj.get("kind") == "Job" and exit_policy.restart_rules_refused(str(error))
+        if not (refused and exit_policy.drop_container_restart_rules(obj)):
+            raise
+    return write(obj)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,9 +108,9 @@ def apply_job(
     if replace:
         for obj in objects:
             if existing[_key(obj)] is None:
-                cluster.apply(obj, dry_run=True)
+                _without_refused_restart_rules(functools.partial(_dry_apply, cluster), obj)
             else:
-                cluster.create_dry_run(_for_create(obj))
+                _without_refused_restart_rules(functools.partial(_dry_create, cluster), obj)
         replaced = {key for key, obj in existing.items() if obj is not None}
         gone = [Applied(*_key(o), "deleted") for o in stale]
         if dry_run:
@@ -270,7 +287,7 @@ def _dry_run_all(
     for obj in objects:
         current = existing[_key(obj)]
         try:
-            result = cluster.apply(obj, dry_run=True)
+            result = _without_refused_restart_rules(functools.partial(_dry_apply, cluster), obj)
         except NotFound as error:
             if current is None and obj["kind"] not in STALE_KINDS:
                 raise not_served(obj) from error
@@ -297,6 +314,14 @@ def _dry_run_all(
             f"applied; delete it first ({program} delete {job} -n {ns}), or use --replace"
         )
     return actions
+
+
+def _dry_apply(cluster: Cluster, obj: Obj) -> Obj:
+    return cluster.apply(obj, dry_run=True)
+
+
+def _dry_create(cluster: Cluster, obj: Obj) -> Obj | None:
+    return cluster.create_dry_run(_for_create(obj))
 
 
 def not_served(obj: Obj) -> NotFound:

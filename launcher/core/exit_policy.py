@@ -124,6 +124,29 @@ def restart_rules_dropped(stored_job: dict[str, Any] | None) -> bool:
     return not any(c.get("restartPolicyRules") for c in template.get("containers", []))
 
 
+RESTART_RULES_SINCE = "1.35"
+"""The first Kubernetes whose API server keeps a container's restartPolicyRules by default."""
+
+
+def restart_rules_refused(message: str) -> bool:
+    """Whether an API server's 422 refused the trainer container's restartPolicy: Kubernetes
+    1.28 to 1.33 know the field for init containers (sidecars) only and forbid it on a
+    regular container, where 1.34 with the feature gate off drops it."""
+    return "restartPolicy" in message and "non-init containers" in message
+
+
+def drop_container_restart_rules(job: dict[str, Any]) -> bool:
+    """Remove the container restart rules from a rendered Job, in place, as a server that
+    does not serve them stores it; whether it had any."""
+    containers = job.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    had = False
+    for container in containers:
+        had = container.pop("restartPolicyRules", None) is not None or had
+        if had:
+            container.pop("restartPolicy", None)
+    return had
+
+
 RESTART_RULES_DROPPED = (
     "this cluster dropped the trainer container's restartPolicyRules (Kubernetes before 1.35, "
     "or the ContainerRestartRules feature gate off): a program that fails still restarts in "

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from launcher.api.spec import MultiWorkerJob
-from launcher.core import contract, labels, tfconfig, workload
+from launcher.core import contract, labels, restart, tfconfig, workload
 
 COMPLETION_INDEX_FIELD = f"metadata.annotations['{labels.COMPLETION_INDEX}']"
 IMAGE_ENV = {contract.ENV_DATA: "set by the trainer image; set it with spec.trainer.dataPath"}
@@ -67,7 +67,7 @@ def tflaunch_env(job: MultiWorkerJob, index: int | None, restarts: int | None) -
             for name, value in workload.tflaunch_env(job).items()
         ),
     ]
-    if job.spec.restart == "inPlace":
+    if restart.in_place(job.spec):
         env.append(JOB_UID)
     if restarts is not None:
         env.append(

@@ -111,11 +111,12 @@ def _check_image_entrypoint(spec: JobSpec) -> None:
             "image runs the image's ENTRYPOINT, but spec.command/spec.script names a "
             "program: remove one",
         )
-    if spec.restart == "inPlace":
+    if spec.restart == "inPlace":  # as written: unset, the job restarts by recreation
         raise SpecError(
             "spec.restart",
             "inPlace is done by the worker wrapper, which spec.entrypoint: image does not "
-            "run: write the command (the program the ENTRYPOINT runs), or restart: group",
+            "run: write the command (the program the ENTRYPOINT runs), or remove "
+            "spec.restart (the pods are then recreated)",
         )
     for name in ("rendezvous_timeout_seconds", "stall_timeout_seconds"):
         if getattr(spec, name) is not None:

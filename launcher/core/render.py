@@ -28,6 +28,7 @@ from launcher.core import (
     limits,
     names,
     pod_env,
+    restart,
     script,
     workload,
 )
@@ -36,7 +37,7 @@ from launcher.core.errors import RenderError, SpecError
 TEMPLATES = Path(__file__).parent / "templates"
 PORT_NAME = "tf-grpc"
 CONTROL_PORT_NAME = "tflaunch-ctl"
-"""The wrappers' restart barrier with spec.restart inPlace (trainer/generations.py)."""
+"""The wrappers' restart barrier when the group restarts in place (trainer/generations.py)."""
 
 K8sObject = dict[str, Any]
 
@@ -157,7 +158,7 @@ def _job_context(job: MultiWorkerJob) -> dict[str, Any]:
         "port_name": PORT_NAME,
         "control_port": _control_port(job),
         "container_restart_rules": (
-            exit_policy.container_restart_rules() if spec.restart == "inPlace" else None
+            exit_policy.container_restart_rules() if restart.in_place(spec) else None
         ),
         "control_port_name": CONTROL_PORT_NAME,
         "service_name": names.service_name(job.name),
@@ -218,13 +219,13 @@ def _container_command(job: MultiWorkerJob) -> dict[str, list[str]]:
     argv = workload.worker_argv(job, *workload.pod_paths(job))
     wrapper = 3  # python -m trainer.run
     in_place = ["--restart-in-place", str(job.spec.backoff_limit)]
-    flags = in_place if job.spec.restart == "inPlace" else []
+    flags = in_place if restart.in_place(job.spec) else []
     return {"container_command": argv[:wrapper], "container_args": [*flags, *argv[wrapper:]]}
 
 
 def _control_port(job: MultiWorkerJob) -> int | None:
-    """The port the wrappers restart together on (spec.restart inPlace), else None."""
-    if job.spec.restart != "inPlace":
+    """The port the wrappers restart together on (restarting in place), else None."""
+    if not restart.in_place(job.spec):
         return None
     return job.spec.port + contract.CONTROL_PORT_OFFSET
 

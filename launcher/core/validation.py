@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from launcher.api import rules
-from launcher.core import contract, labels, limits, program, schemas
+from launcher.core import contract, labels, limits, program, restart, schemas
 from launcher.core.errors import SpecError, SpecErrors
 from launcher.core.mistakes import Mistakes
 from launcher.core.names import worker_hostname
@@ -109,7 +109,8 @@ def gather(job: MultiWorkerJob, found: Mistakes) -> None:
         found.add(SpecError(rules.METADATA_EGRESS.field, rules.METADATA_EGRESS.message))
     found.check(_validate_egress, spec)
     found.check(_validate_gang, spec)
-    if spec.restart == "inPlace" and spec.port + contract.CONTROL_PORT_OFFSET > 65535:
+    # As written: unset, port 65535 restarts by recreation (launcher.core.restart).
+    if spec.restart == "inPlace" and spec.port + contract.CONTROL_PORT_OFFSET > restart.MAX_PORT:
         found.add(SpecError(rules.RESTART_PORT.field, rules.RESTART_PORT.message))
     if spec.affinity:
         found.check(schemas.check_affinity, spec.affinity)

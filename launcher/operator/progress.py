@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
+from launcher.api.spec import JobSpec
 from launcher.core import progress as progress_lib
-from launcher.core import reading
+from launcher.core import reading, restart, typed
 from launcher.core.documents import to_progress as to_progress
+from launcher.core.errors import SpecError
 from launcher.core.timestamps import format_time, parse_time
 from launcher.operator.crd import ProgressStatus, Status
 from launcher.operator.objects import chief_pod, name_of, terminating
@@ -32,10 +34,10 @@ def due(old: Status, now: datetime.datetime) -> bool:
 
 def log_wanted(observed: Observed, old: Status) -> str | None:
     """The chief pod whose log to read for progress now, else None: only while the group
-    runs (phase Running, the chief's pod Running) and the last read is old enough. With
-    spec.restart inPlace also at once when a worker pod has ended (failed: the budget may
-    be spent; succeeded: the job may be), whatever the chief's pod's phase: its log has the
-    restarts in place since the last read, which the decision counts (`in_place`)."""
+    runs (phase Running, the chief's pod Running) and the last read is old enough. For a
+    group that restarts in place also at once when a worker pod has ended (failed: the
+    budget may be spent; succeeded: the job may be), whatever the chief's pod's phase: its
+    log has the restarts in place since the last read, which the decision counts."""
     if old.phase != "Running":
         return None
     _, pods = owned(observed)
@@ -43,12 +45,20 @@ def log_wanted(observed: Observed, old: Status) -> str | None:
     chief = chief_pod(live)
     if chief is None:
         return None
-    in_place = reading.spec(observed.resource).get("restart") == "inPlace"
-    if in_place and any(reading.ended(p) for p in live):
+    if _in_place(observed.resource) and any(reading.ended(p) for p in live):
         return name_of(chief) if reading.phase(chief) != "Pending" else None
     if not due(old, observed.now) or reading.phase(chief) != "Running":
         return None
     return name_of(chief)
+
+
+def _in_place(resource: reading.Obj) -> bool:
+    """Whether the job restarts in place (`launcher.core.restart`), from its spec as stored;
+    a spec that does not type is the decision's to report, not this read's."""
+    try:
+        return restart.in_place(typed.build(JobSpec, reading.spec(resource), "spec"))
+    except SpecError:
+        return False
 
 
 def from_log(log: str | None, now: datetime.datetime) -> ProgressStatus | None:

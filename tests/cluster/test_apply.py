@@ -6,7 +6,7 @@ import pytest
 
 from launcher.cluster import apply
 from launcher.cluster.client import Cluster
-from launcher.core import labels
+from launcher.core import exit_policy, labels
 from launcher.core.errors import Conflict, Invalid, SpecChanged
 from tests.cluster.conftest import job_objects
 from tests.cluster.fakeapi import FakeKubernetes
@@ -247,3 +247,57 @@ def test_a_server_that_fails_midway_is_reported_with_what_was_written_and_how_to
         "mnist-worker-0": "unchanged", "mnist-worker-1": "unchanged",
         "mnist-worker-2": "created", "mnist-worker-3": "created",
     }  # fmt: skip
+
+
+OLD_SERVER = {
+    "causes": [
+        {
+            "field": "spec.template.spec.containers[0].restartPolicy",
+            "message": "Forbidden: may not be set for non-init containers",
+        }
+    ]
+}
+"""What a Kubernetes 1.28 to 1.33 API server answers to a Job whose regular container has a
+restartPolicy (the container restart rules, 1.35's): it knows the field for sidecars only."""
+
+
+def _trainer(job: dict) -> dict:
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_a_server_that_refuses_the_container_restart_rules_gets_the_job_without_them(
+    cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    """The default restart in place on a cluster before 1.34: the wrappers still restart the
+    program in place; the kubelet's restart of a killed container is what is given up."""
+    fake.fail("PATCH", r"/jobs/mnist-worker$", 422, "Job is invalid", times=1, **OLD_SERVER)
+
+    applied = apply.apply_job(cluster, job_objects())
+
+    assert [a.action for a in applied] == ["created"] * 3
+    trainer = _trainer(stored(fake)[("Job", "mnist-worker")])
+    assert "restartPolicyRules" not in trainer and "restartPolicy" not in trainer
+    assert "--restart-in-place" in trainer["args"]
+    assert exit_policy.restart_rules_dropped(stored(fake)[("Job", "mnist-worker")])
+
+
+def test_the_operators_create_falls_back_the_same_way(
+    cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    (job,) = [o for o in job_objects() if o["kind"] == "Job"]
+    fake.fail("POST", r"/jobs$", 422, "Job is invalid", times=1, **OLD_SERVER)
+
+    assert apply.create_object(cluster, job) is not None
+
+    assert "restartPolicyRules" not in _trainer(stored(fake)[("Job", "mnist-worker")])
+
+
+def test_a_refusal_with_no_rules_to_drop_is_the_answer(
+    cluster: Cluster, fake: FakeKubernetes
+) -> None:
+    (job,) = [o for o in job_objects(spec__restart="recreate") if o["kind"] == "Job"]
+    fake.fail("POST", r"/jobs$", 422, "Job is invalid", times=1, **OLD_SERVER)
+
+    with pytest.raises(Invalid, match="non-init containers"):
+        apply.create_object(cluster, job)

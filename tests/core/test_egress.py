@@ -30,14 +30,21 @@ def test_peers_egress_allows_the_jobs_own_workers_on_their_ports_and_dns_only():
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     peers, dns = policy["egress"]
     assert peers["to"] == [{"podSelector": {"matchLabels": policy["podSelector"]["matchLabels"]}}]
-    assert peers["ports"] == policy["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 2222}]
+    assert (
+        peers["ports"]
+        == policy["ingress"][0]["ports"]
+        == [
+            {"protocol": "TCP", "port": 2222},
+            {"protocol": "TCP", "port": 2223},  # the control port: restart in place, the default
+        ]
+    )
     assert "to" not in dns  # the cluster's DNS may be pods, a node cache or a host process
     assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
-def test_peers_egress_with_restart_in_place_allows_the_peers_control_port_too():
-    (peers, _) = _policy([*PEERS, ("spec.restart", "inPlace")])["egress"]
-    assert peers["ports"] == [{"protocol": "TCP", "port": 2222}, {"protocol": "TCP", "port": 2223}]
+def test_peers_egress_with_restart_recreate_allows_the_tensorflow_port_alone():
+    (peers, _) = _policy([*PEERS, ("spec.restart", "recreate")])["egress"]
+    assert peers["ports"] == [{"protocol": "TCP", "port": 2222}]
 
 
 def test_peers_egress_of_gpu_workers_allows_every_tcp_port_between_them():

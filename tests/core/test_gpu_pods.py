@@ -32,9 +32,9 @@ def test_gpu_workers_admit_all_tcp_between_the_jobs_own_workers():
     assert peer == {"podSelector": {"matchLabels": policy["podSelector"]["matchLabels"]}}
 
 
-def test_cpu_workers_keep_the_policy_on_the_grpc_port():
+def test_cpu_workers_keep_the_policy_on_the_grpc_and_control_ports():
     (rule,) = _objects([])["NetworkPolicy"]["spec"]["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 2222}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 2222}, {"protocol": "TCP", "port": 2223}]
 
 
 def test_gpu_workers_get_a_memory_backed_dev_shm():

@@ -1,10 +1,11 @@
-"""spec.restart: what inPlace adds to the rendered objects, and that recreate adds nothing."""
+"""spec.restart: what inPlace (the default where the job runs the worker wrapper) adds to the
+rendered objects, and that recreate adds nothing."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.core import contract, exit_policy
+from launcher.core import contract, exit_policy, restart
 from launcher.core.load import load_job
 from launcher.core.render import render
 from tests.core.k8s_emulation import JOB_UID, container_env, pods_of_job
@@ -56,8 +57,32 @@ def test_the_control_port_follows_spec_port() -> None:
     assert [p["containerPort"] for p in _container(job)["ports"]] == [3000, 3001]
 
 
-def test_recreate_is_the_default_and_renders_no_control_port() -> None:
-    objects = _objects()
+def _renders_in_place(objects: dict[str, list[dict]]) -> bool:
+    """The control port, the container restart rule and the Job's uid, all or none."""
+    (job,), (service,) = objects["Job"], objects["Service"]
+    container = _container(job)
+    ports = [p["name"] for p in container["ports"]]
+    parts = {
+        "wrapper flag": "--restart-in-place" in container.get("args", []),
+        "control port": "tflaunch-ctl" in ports,
+        "service port": "tflaunch-ctl" in [p["name"] for p in service["spec"]["ports"]],
+        "restart rules": "restartPolicyRules" in container,
+        "job uid": contract.ENV_JOB_UID in container_env(pods_of_job(job)[0]),
+    }
+    assert len(set(parts.values())) == 1, parts
+    return all(parts.values())
+
+
+def test_in_place_is_the_default_of_a_job_that_runs_the_wrapper() -> None:
+    """The built-in MNIST spec, restart unwritten: control port, restart rules, job uid."""
+    assert _renders_in_place(_objects())
+    (job,) = _objects()["Job"]
+    assert run.parse_args(_container(job)["args"], {}).restart_in_place == 3  # backoffLimit
+
+
+def test_recreate_renders_no_control_port() -> None:
+    objects = _objects(("spec.restart", "recreate"))
+    assert not _renders_in_place(objects)
     (job,) = objects["Job"]
     container = _container(job)
     assert run.parse_args(container["args"], {}).restart_in_place is None
@@ -67,6 +92,21 @@ def test_recreate_is_the_default_and_renders_no_control_port() -> None:
     assert [p["name"] for p in service["spec"]["ports"]] == ["tf-grpc"]
     (policy,) = objects["NetworkPolicy"]
     assert policy["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 2222}]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "why"),
+    [
+        ((("spec.entrypoint", "image"), ("spec.trainer", {})), "no worker wrapper"),
+        ((("spec.port", 65535),), "no port above the TensorFlow port"),
+    ],
+)
+def test_a_job_that_cannot_restart_in_place_defaults_to_recreate_without_an_error(
+    overrides: tuple[tuple[str, object], ...], why: str
+) -> None:
+    job = load_job("examples/mnist.yaml", list(overrides))
+    assert job.spec.restart is None and restart.mode(job.spec) == "recreate", why
+    assert not _renders_in_place(_objects(*overrides))
 
 
 @pytest.mark.parametrize("layout", ["indexed", "per-worker"])
@@ -80,7 +120,7 @@ def test_in_place_gives_every_wrapper_its_jobs_uid(layout: str) -> None:
 
 
 def test_recreate_renders_no_job_uid() -> None:
-    (job,) = _objects()["Job"]
+    (job,) = _objects(("spec.restart", "recreate"))["Job"]
     assert contract.ENV_JOB_UID not in container_env(pods_of_job(job)[0])
 
 

@@ -56,8 +56,8 @@ def test_every_pod_sees_the_same_cluster_and_its_own_index(
         assert host == pod_fqdn(pod, domain), "TF_CONFIG must name the pod's real DNS name"
         assert pod["spec"]["subdomain"] == service["metadata"]["name"]
         (container,) = pod["spec"]["containers"]
-        (container_port,) = container["ports"]
-        (service_port,) = service["spec"]["ports"]
+        container_port = container["ports"][0]  # then the wrappers' control port
+        service_port = service["spec"]["ports"][0]
         assert int(host_port) == container_port["containerPort"] == service_port["port"] == port
         assert service_port["targetPort"] == container_port["name"]
         assert pod["metadata"]["labels"].items() >= service["spec"]["selector"].items()

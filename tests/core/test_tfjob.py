@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from launcher.api.identity import API_VERSION, KIND
 from launcher.cli.main import cli, run
-from launcher.core import load, render, tfconfig, tfjob
+from launcher.core import load, render, restart, tfconfig, tfjob
 from launcher.core.errors import SpecError
 
 DATA = Path(__file__).parents[1] / "data" / "tfjob"
@@ -239,6 +239,21 @@ def test_the_images_entrypoint_is_refused_where_the_worker_wrapper_is_needed(
         printed = capsys.readouterr()
         assert printed.out == "" and printed.err.count("\n") == 1, printed
         assert says in printed.err, printed.err
+
+
+def test_a_tfjob_restarts_in_place_with_its_command_and_by_new_pods_without_one(
+    tmp_path: Path,
+) -> None:
+    """restartPolicy becomes a group restart, written nowhere: the default resolves it."""
+    example = yaml.safe_load((DATA / "multi_worker_tfjob.yaml").read_text())
+    unwrapped = load.load_job(str(DATA / "multi_worker_tfjob.yaml"))
+    assert unwrapped.spec.restart is None and restart.mode(unwrapped.spec) == "recreate"
+    assert "restartPolicyRules" not in _trainer(render.render(unwrapped))
+
+    _container(example)["command"] = ["python", "/multi_worker_strategy-with-keras.py"]
+    wrapped = load.load_job(_write(tmp_path, example))
+    assert wrapped.spec.restart is None and restart.mode(wrapped.spec) == "inPlace"
+    assert "--restart-in-place" in _trainer(render.render(wrapped))["args"]
 
 
 def test_kubeflows_example_with_its_command_renders_and_validates(tmp_path: Path) -> None:

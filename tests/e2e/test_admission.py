@@ -96,3 +96,19 @@ def test_a_typo_the_server_would_prune_is_caught_by_tflaunch_validate(
     assert checked.code == 2, checked
     assert "spec.wrokers: unknown key; did you mean 'workers'?" in checked.err, checked
     assert "Traceback" not in checked.err
+
+
+@pytest.mark.parametrize("restart", [None, "recreate"])
+def test_port_65535_is_admitted_when_restart_in_place_is_not_written(
+    control_plane: ControlPlane, crd: None, namespace: str, tmp_path: Path, restart: str | None
+) -> None:
+    """Unset, spec.restart resolves to recreate there (launcher.core.restart): no error for a
+    field the user did not write, at admission or by the CLI; the server stores no default."""
+    document = rule_cases.document(rules.PORT_RANGE, namespace)
+    spec = {**rule_cases.BASE["spec"], "port": 65535}
+    document["spec"] = spec if restart is None else {**spec, "restart": restart}
+    path = _write(tmp_path, document)
+    control_plane.kubectl("apply", "-f", str(path))
+    (stored,) = control_plane.get("mwj", "-n", namespace)["items"]
+    assert stored["spec"].get("restart") == restart, stored["spec"]
+    assert control_plane.tflaunch("validate", str(path), "--no-schema").code == 0

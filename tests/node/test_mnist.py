@@ -338,6 +338,7 @@ def test_a_killed_worker_restarts_the_group_which_resumes_from_the_checkpoint(
     document = yaml.safe_load(spec.read_text())
     document["spec"]["trainer"].update(epochs=4, stepsPerEpoch=150)
     document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    document["spec"]["restart"] = "recreate"  # the pods replaced (test_restart_in_place: kept)
     spec.write_text(yaml.safe_dump(document))
     assert real_node.tflaunch("submit", str(spec)).code == 0
 

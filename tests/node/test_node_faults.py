@@ -133,6 +133,7 @@ def test_coredns_down_during_the_rendezvous_exits_75_naming_the_peer_then_trains
     spec = spec_for(
         tmp_path / "mnist.yaml", namespace, trainer_image,
         {"epochs": 1, "stepsPerEpoch": 20, "rendezvousTimeoutSeconds": 15}, backoffLimit=2,
+        restart="recreate",  # the failed pod is replaced
     )  # fmt: skip
 
     with revived_after("coredns"):
@@ -162,6 +163,7 @@ def test_a_frozen_worker_program_is_stopped_as_a_stall_and_the_group_succeeds(
     spec = spec_for(
         tmp_path / "mnist.yaml", namespace, trainer_image,
         {"epochs": 3, "stepsPerEpoch": 150, "stallTimeoutSeconds": 20},
+        restart="recreate",  # the stopped worker fails its pod (in place: it relaunches)
     )  # fmt: skip
     assert cp.tflaunch("submit", str(spec)).code == 0
     eventually(lambda: serving(cp, namespace), timeout=600, interval=1, what="training")

@@ -44,6 +44,7 @@ def oom_spec(path: Path, namespace: str, image: str, backoff_limit: int) -> Path
         "limits": {"cpu": "1", "memory": "200Mi"},
     }
     document["spec"]["backoffLimit"] = backoff_limit
+    document["spec"]["restart"] = "recreate"  # the Job's own budget and failed pods
     spec.write_text(yaml.safe_dump(document))
     return spec
 

@@ -193,7 +193,7 @@ def test_a_killed_worker_makes_the_operator_pod_restart_the_group_once(
     document = multiworkerjob(
         tmp_path / "mwj.yaml", namespace, trainer_image, epochs=3, stepsPerEpoch=150
     )
-    document["spec"]["checkpoint"] = {"claimName": shared_claim}
+    document["spec"].update(checkpoint={"claimName": shared_claim}, restart="recreate")
     cp.apply(document)
 
     kill_worker_1_after_the_first_backup(cp, namespace)

@@ -1,8 +1,8 @@
-"""With spec.restart inPlace the operator counts the restarts the wrappers made inside the
-same pods (their TFLAUNCH_RESTART lines in the chief's log, `launcher.core.in_place`) in
-status.restarts, names the last in status.lastRestartInPlace, posts one event each and
-counts them in a metric; the budget, spec.backoffLimit, is one for both kinds of restart.
-Pure decisions on the simulated cluster of sim.py."""
+"""With spec.restart inPlace (the default) the operator counts the restarts the wrappers made
+inside the same pods (their TFLAUNCH_RESTART lines in the chief's log,
+`launcher.core.in_place`) in status.restarts, names the last in status.lastRestartInPlace,
+posts one event each and counts them in a metric; the budget, spec.backoffLimit, is one for
+both kinds of restart. Pure decisions on the simulated cluster of sim.py."""
 
 from __future__ import annotations
 
@@ -111,13 +111,23 @@ def test_the_restarts_in_place_since_the_last_read_are_counted_when_the_job_succ
 
 
 def test_a_recreate_job_reads_no_log_when_a_pod_fails() -> None:
-    cluster = Cluster(resource(), chief_log=log(1))
+    cluster = Cluster(resource({"restart": "recreate"}), chief_log=log(1))
     cluster.settle()
     cluster.start_workers()
     cluster.settle()
     cluster.now = T0 + 5 * SECOND
     cluster.fail_worker(1, message=KILLED)
     assert cluster.observed().chief_log is None
+
+
+def test_a_job_with_restart_unwritten_restarts_in_place_and_reads_the_log_at_once() -> None:
+    cluster = Cluster(resource(), chief_log=log(1))
+    cluster.settle()
+    cluster.start_workers()
+    cluster.settle()
+    cluster.now = T0 + 5 * SECOND
+    cluster.fail_worker(1, message=KILLED)
+    assert cluster.observed().chief_log == log(1)
 
 
 def test_the_metric_counts_the_restarts_in_place_apart() -> None:

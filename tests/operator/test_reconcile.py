@@ -337,7 +337,8 @@ def test_success_records_the_chiefs_result_from_its_log():
 
 
 def test_success_reads_the_result_from_the_termination_message_first():
-    cluster = Cluster(resource(), chief_log="no result here\n")
+    # recreate: a job restarting in place reads the chief's log as a pod ends (its restarts)
+    cluster = Cluster(resource({"restart": "recreate"}), chief_log="no result here\n")
     cluster.settle()
     cluster.start_workers()
     cluster.settle()
