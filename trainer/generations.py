@@ -45,6 +45,15 @@ stopped: an error in the program itself (a NameError) comes within moments on ev
 and only a worker whose program failed by itself counts for `Group.repeated`."""
 
 
+class PeerFinished(Exception):
+    """Peers whose wrapper left after their program finished (exit 0): their pods have
+    ended for good, so no generation can have them again."""
+
+    def __init__(self, workers: list[int]) -> None:
+        super().__init__(", ".join(f"worker {w}" for w in workers))
+        self.workers = workers
+
+
 @dataclasses.dataclass(frozen=True)
 class Report:
     """What a wrapper says of itself on its control port."""
@@ -174,6 +183,7 @@ class Group:
 
         Raises:
             RendezvousTimeout: naming the peers that never reached it.
+            PeerFinished: a peer finished its program (exit 0) and left: it never will.
         """
         entered = self._clock()
         deadline = entered + timeout
@@ -193,6 +203,12 @@ class Group:
                     )
                     self._wake.set()
                 current = self._me.generation
+                finished = sorted(
+                    i for i, (report, _) in self._heard.items()
+                    if report.ended == contract.EXIT_OK
+                )  # fmt: skip
+                if finished:
+                    raise PeerFinished(finished)
                 behind = [i for i in self._peers if not self._here(fresh.get(i), current)]
                 if not behind or self._repeated():
                     return current

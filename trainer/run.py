@@ -497,12 +497,15 @@ def run_in_place(
     try:
         while True:
             started = time.monotonic()
-            generation = group.barrier(generation, args.rendezvous_timeout)
-            log.info(
-                "generation %d: every peer is here after %.1fs",
-                generation,
-                time.monotonic() - started,
-            )
+            try:
+                generation = group.barrier(generation, args.rendezvous_timeout)
+            except generations.PeerFinished as finished:  # its pod has ended for good
+                # Ends as without restart in place: the termination message keeps the
+                # program's failure, read by the operator and `wait` as the divergence.
+                log.error("%s finished (exit 0): no restart can include it", finished)
+                return code
+            waited = time.monotonic() - started
+            log.info("generation %d: every peer is here after %.1fs", generation, waited)
             repeated = group.repeated()
             if repeated:
                 # Not retried by the Job either: the same program fails the same way.
@@ -511,9 +514,8 @@ def run_in_place(
                 code = contract.EXIT_CONFIG_ERROR
                 return code
             failures = []
-            if generation > first:  # where status, wait and the operator read it
-                # (launcher.core.in_place), failures or none: a peer's wrapper that died with
-                # its program (its container killed) reported nothing.
+            if generation > first:  # read by launcher.core.in_place; failures or none (a
+                # wrapper killed with its program reported nothing)
                 failures = group.failures()
                 print(contract.restart_line(generation, failures), flush=True)
             stored.entered(generation, failures)

@@ -305,6 +305,21 @@ def test_a_peer_that_never_comes_is_named_after_the_rendezvous_timeout(tmp_path:
     assert f"worker 1 (127.0.0.1:{port[1] + 1}, never answered)" in done.stderr
 
 
+def test_a_failure_after_a_peer_finished_ends_the_worker_not_a_restart_that_waits_for_it(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    """Worker 1's program finishes (its pod ends for good); worker 0's then fails in what
+    would be its last collective. No generation can have worker 1 again: worker 0 exits 1
+    with its program's failure instead of waiting for it at the barrier."""
+    group = Group(tmp_path, ["time.sleep(2); sys.exit(1)", "pass"])
+    groups.append(group)
+    assert group.finish(1)[0] == contract.EXIT_OK
+    code, err = group.finish(0)
+    assert code == contract.EXIT_TRANSIENT, err  # not 75 after the rendezvous timeout
+    assert group.generations(0) == [0]
+    assert "worker 1 finished (exit 0): no restart can include it" in err
+
+
 FINISH_ONCE_ALLOWED = (
     "finish = os.path.join({runs!r}, 'finish')\n"
     "if generation == '0' and worker == '1' and not os.path.exists(finish):\n"
