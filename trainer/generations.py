@@ -217,7 +217,9 @@ class Group:
                     raise RendezvousTimeout(
                         f"peers {', '.join(self._describe(i) for i in behind)} never reached "
                         f"generation {current} within {timeout:g}s (their control port is the "
-                        f"TensorFlow port + {contract.CONTROL_PORT_OFFSET})"
+                        f"TensorFlow port + {contract.CONTROL_PORT_OFFSET}). Their pods may "
+                        "not be scheduled or running, or the headless Service / DNS name does "
+                        "not match TF_CONFIG"
                     )
                 self._news.wait(min(remaining, POLL_SECONDS))
 
@@ -317,9 +319,15 @@ class Group:
         self._wake.set()
 
     def _describe(self, worker: int) -> str:
+        """The peer, where it was last heard, or why it never answered (its DNS name not
+        resolved yet, its port refusing), as the rendezvous without restart in place says."""
         host, port = self._peers[worker]
         heard = self._heard.get(worker)
-        where = f"at generation {heard[0].generation}" if heard else "never answered"
+        if heard:
+            where = f"at generation {heard[0].generation}"
+        else:
+            why = preflight.probe(f"{host}:{port}", EXCHANGE_TIMEOUT_SECONDS)
+            where = f"never answered: {why}" if why else "never answered"
         return f"worker {worker} ({host}:{port}, {where})"
 
     def _heard_from(self, report: Report) -> None:

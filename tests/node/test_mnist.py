@@ -239,7 +239,7 @@ def test_a_worker_whose_peer_never_comes_up_exits_75_naming_it(
     assert run.code == 0, run
 
     pod = eventually(lambda: failed_pod(real_node, namespace), timeout=600, what="a worker to fail")
-    exited_75_naming_its_peer(real_node, pod, namespace, seconds=20)
+    exited_75_naming_its_peer(real_node, pod, namespace, seconds=20, in_place=True)
 
 
 def failed_pod(cluster: ControlPlane, namespace: str) -> dict[str, Any] | None:
@@ -251,16 +251,22 @@ def failed_pod(cluster: ControlPlane, namespace: str) -> dict[str, Any] | None:
 
 
 def exited_75_naming_its_peer(
-    cluster: ControlPlane, pod: dict[str, Any], namespace: str, seconds: int
+    cluster: ControlPlane, pod: dict[str, Any], namespace: str, seconds: int, in_place: bool
 ) -> dict[str, Any]:
     """Check that worker `pod` of job mnist exited 75 (rendezvous) and its log names the
-    peer it could not reach within `seconds`; its terminated state."""
+    peer it could not reach within `seconds` and why (its DNS name did not resolve): at the
+    TensorFlow port, or at the control port (the first barrier) when the job restarts in
+    place. Its terminated state."""
     state: dict[str, Any] = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 75, state
-    index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
-    peer = f"mnist-worker-{1 - int(index)}.mnist.{namespace}.svc.cluster.local:2222"
+    index = 1 - int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+    host = f"mnist-worker-{index}.mnist.{namespace}.svc.cluster.local"
     log = cluster.kubectl("logs", pod["metadata"]["name"], "-n", namespace).out
-    assert f"peers never became reachable within {seconds}s: {peer} (DNS: " in log, log
+    if in_place:
+        said = f"peers worker {index} ({host}:2223, never answered: DNS: "
+        assert said in log and f"never reached generation 0 within {seconds}s" in log, log
+    else:
+        assert f"peers never became reachable within {seconds}s: {host}:2222 (DNS: " in log, log
     return state
 
 

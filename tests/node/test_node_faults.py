@@ -143,7 +143,7 @@ def test_coredns_down_during_the_rendezvous_exits_75_naming_the_peer_then_trains
             lambda: mnist.failed_pod(cp, namespace), timeout=300,
             what="a worker to fail its rendezvous",
         )  # fmt: skip
-    state = mnist.exited_75_naming_its_peer(cp, pod, namespace, seconds=15)
+    state = mnist.exited_75_naming_its_peer(cp, pod, namespace, seconds=15, in_place=False)
     print(f"rendezvous: {state['startedAt']} -> {state['finishedAt']}")
 
     run = wait(cp, namespace)

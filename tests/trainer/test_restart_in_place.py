@@ -302,7 +302,7 @@ def test_a_peer_that_never_comes_is_named_after_the_rendezvous_timeout(tmp_path:
         capture_output=True, text=True, timeout=TIMEOUT,
     )  # fmt: skip
     assert done.returncode == contract.EXIT_RENDEZVOUS_TIMEOUT
-    assert f"worker 1 (127.0.0.1:{port[1] + 1}, never answered)" in done.stderr
+    assert f"worker 1 (127.0.0.1:{port[1] + 1}, never answered: Connection refused)" in done.stderr
 
 
 def test_a_failure_after_a_peer_finished_ends_the_worker_not_a_restart_that_waits_for_it(
