@@ -24,7 +24,9 @@ Cases (`unchanged` `--repeats` times, a kill once: what happens, not a median):
   same with `restartPolicy: OnFailure` (the kubelet restarts a failed container in its pod).
 - `command-kill` (tflaunch only; training-operator runs it as `exitcode-kill`):
   `exitcode-kill` with the container's `command` written (Kubeflow's ENTRYPOINT as the
-  command): the worker wrapper then runs the program, so the group restarts in place.
+  command): the worker wrapper then runs the program, so the group restarts in place. No
+  GPU limit: the wrapper checks that a worker sees the GPUs it asked for, and this node's
+  are patched into its status, not real.
 
 Not a `bench_*.py` (it needs root, the node's binaries, the trainer and example images and
 Go, and takes about 40 minutes). Run it as root:
@@ -89,7 +91,8 @@ CASES = {
 is the image's ENTRYPOINT), and tflaunch treats OnFailure as ExitCode (a group restart)."""
 EPOCH = re.compile(r"^Epoch (\d+)/10$")
 EPOCH_END = re.compile(r"^Learning rate for epoch (\d+) is")
-ERROR = re.compile(r"(Error|Exception|error:)")
+ERROR = re.compile(r"^[\w.]*(Error|Exception): ")
+"""A Python exception's last line (TensorFlow's own log lines are left out)."""
 
 
 def operator_binary() -> Path:
@@ -237,7 +240,11 @@ def manifest(case: str) -> dict[str, Any]:
     if case == "onfailure-kill":
         worker["restartPolicy"] = "OnFailure"
     if case == "command-kill":
-        worker["template"]["spec"]["containers"][0]["command"] = list(ENTRYPOINT)
+        container = worker["template"]["spec"]["containers"][0]
+        container["command"] = list(ENTRYPOINT)
+        # The wrapper checks the GPUs a worker was promised (`--expect-gpus`), and this
+        # node's are patched in, not real: it would end the worker at once (exit 78).
+        del container["resources"]["limits"][GPU]
     return document
 
 
@@ -424,6 +431,9 @@ def run_case(
         container = sh(
             "node.sh", "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={victim}"
         )
+        if not container:  # the job ended before its second epoch: what it said
+            lines = [text for lines in watch.lines.values() for _, text in lines]
+            raise SystemExit(f"{system}/{case} ended before the kill:\n" + "\n".join(lines[-40:]))
         killed = time.time()
         sh("node.sh", "crictl", "stop", "--timeout", "0", container)
         watch.events.append((killed, f"{victim}: container stopped by crictl (SIGKILL)"))
@@ -463,6 +473,9 @@ def run_case(
         }
     result["pods"] = len(watch.pods)
     result["tf_config"] = tf_configs(cluster, watch) if case == "unchanged" else {}
+    # Gone before the next run: a failed TFJob keeps its pods (cleanPodPolicy None), which
+    # would hold the node's GPUs.
+    cluster.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=120s")
     return result
 
 
@@ -566,6 +579,8 @@ def main() -> None:
                 gpu_node(cluster, node),
                 training_operator(cluster, Path(tmp) / "training-operator.log"),
             ):
+                # Pulled once before any run, so that no system's first run pays for it.
+                sh("node.sh", "crictl", "pull", f"docker.io/{REPOSITORY}:latest")
                 for repeat in range(args.repeats):
                     for case in cases:
                         if case != "unchanged" and repeat > 0:
