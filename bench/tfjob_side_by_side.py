@@ -46,7 +46,6 @@ import fcntl
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import ROOT, load, machine
 from bench.docs_section import publish
 from bench.node_pods import Cluster, sh, shared_claim, timestamp, until
+from launcher.local.runner import free_ports
 from tests.node.conftest import NODE_NAME
 from tests.node.registry import mirrored
 
@@ -95,42 +95,25 @@ ERROR = re.compile(r"^[\w.]*(Error|Exception): ")
 """A Python exception's last line (TensorFlow's own log lines are left out)."""
 
 
+MODULE = "github.com/kubeflow/training-operator"
+HACK = ROOT / "hack" / "training-operator"
+
+
 def operator_binary() -> Path:
     """training-operator v1.9.3, built once from the Go module proxy into the cache."""
-    cache = Path(sh("cluster.sh", "port-lock")).parent / f"training-operator-{VERSION}"
-    binary = cache / "training-operator"
+    binary = Path(sh("cluster.sh", "port-lock")).parent / f"training-operator-{VERSION}" / "bin"
     if not binary.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                "go",
-                "build",
-                "-o",
-                str(binary),
-                "github.com/kubeflow/training-operator/cmd/training-operator.v1",
-            ],
-            cwd=ROOT / "hack" / "training-operator",
-            check=True,
-        )
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        build = ["go", "build", "-o", str(binary), f"{MODULE}/cmd/training-operator.v1"]
+        subprocess.run(build, cwd=HACK, check=True)
     return binary
 
 
 def module_file(relative: str) -> Path:
     """A file of training-operator's module (its CRD), from the Go module cache."""
-    found = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubeflow/training-operator"],
-        cwd=ROOT / "hack" / "training-operator",
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    where = ["go", "list", "-m", "-f", "{{.Dir}}", MODULE]
+    found = subprocess.run(where, cwd=HACK, capture_output=True, text=True, check=True)
     return Path(found.stdout.strip()) / relative
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -160,7 +143,7 @@ def training_operator(cluster: Cluster, log: Path) -> Iterator[None]:
                 "--enable-scheme=tfjob",
                 "--metrics-bind-address=0",
                 "--health-probe-bind-address=0",
-                f"--webhook-server-port={free_port()}",
+                f"--webhook-server-port={free_ports(1)[0]}",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -487,7 +470,8 @@ def markdown(results: dict[str, Any]) -> str:
         "the same Kubeflow example, one after the other in one run.",
         "",
         "**Kubeflow's example unchanged** (`restartPolicy: Never`), seconds from `kubectl "
-        "apply` / `tflaunch submit`; median of the runs, each run in brackets:",
+        "apply` / `tflaunch submit` (pods created: the API's whole seconds); median of the "
+        "runs, each run in brackets:",
         "",
         "| | pods created | all Running | `Epoch 1/10` (training starts) | first epoch done "
         "| job ended | state |",
