@@ -55,7 +55,6 @@ from bench.node_pods import (
     Cluster,
     image_data,
     image_ref,
-    progress_lines,
     sh,
     shared_claim,
     spec,
@@ -80,6 +79,7 @@ MARKS = (
 """Worker 0's wrapper and trainer lines (and `tflaunch local`'s console) that split a
 restart."""
 PROGRESS = "TFLAUNCH_PROGRESS "
+PROGRAM_START = dict(MARKS)["program"]
 
 
 def chiefs(cluster: Cluster, namespace: str) -> list[str]:
@@ -121,14 +121,23 @@ def timed_lines(cluster: Cluster, namespace: str, pod: str) -> list[tuple[float,
     return lines
 
 
+def training_again(lines: list[tuple[float, str]], since: float) -> float | None:
+    """When the chief's next attempt first reported progress after `since`: its first
+    `TFLAUNCH_PROGRESS` line after the new program's start line. A progress line between
+    the kill and the restart is the old attempt's, not training again."""
+    started = None
+    for stamp, text in sorted(lines):
+        if stamp <= since:
+            continue
+        if started is None and PROGRAM_START.search(text):
+            started = stamp
+        elif started is not None and text.startswith(PROGRESS):
+            return stamp
+    return None
+
+
 def first_step_after(cluster: Cluster, namespace: str, since: float) -> float | None:
-    stamps = [
-        stamp
-        for name in chiefs(cluster, namespace)
-        for stamp, _ in progress_lines(cluster, namespace, name)
-        if stamp > since
-    ]
-    return min(stamps) if stamps else None
+    return training_again(chief_lines(cluster, namespace), since)
 
 
 def split(lines: list[tuple[float, str]], since: float, until_: float) -> dict[str, float]:
@@ -234,8 +243,7 @@ class Stamped:
             return list(self.lines)
 
     def first_step_after(self, since: float) -> float | None:
-        stamps = [t for t, text in self.snapshot() if t > since and text.startswith(PROGRESS)]
-        return min(stamps) if stamps else None
+        return training_again(self.snapshot(), since)
 
 
 def children(pid: int) -> list[int]:
