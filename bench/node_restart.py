@@ -4,7 +4,9 @@ real node of hack/node.sh (issue 35).
 One 2-worker MNIST job per mode (indexed layout, checkpoints on a hostPath PersistentVolume):
 after the first epoch's backup, the training program inside worker 1's container is
 SIGKILLed (its host PID: the child of the container's PID 1, the wrapper), and again each
-time the group is training again, `--kills` times in all. Measured from each kill to the
+time the group has trained again for TRAINING_BETWEEN_KILLS seconds, `--kills` times in all.
+Mode `inPlaceNoStandby` is in place without the warm standby (`trainer.standby`), so the
+standby's share is read side by side. Measured from each kill to the
 chief's first `TFLAUNCH_PROGRESS` line after it (containerd's timestamp; the trainer prints
 it at the end of its first execution): training again. In place, split by worker 0's
 wrapper lines: the kill noticed (a peer moved on, or its own program failed), every peer at
@@ -20,7 +22,8 @@ worker 0's log and of tflaunch's console are stamped as they are written (read e
 Not a `bench_*.py` (it needs root, the node's binaries and the trainer image archive, and
 takes minutes). Run it as root:
 
-    .venv/bin/python bench/node_restart.py [--kills 3] [--modes inPlace,recreate,local]
+    .venv/bin/python bench/node_restart.py [--kills 3]
+        [--modes inPlace,inPlaceNoStandby,recreate,local]
         [--archive PATH] [--write-docs]
 
 It takes ~/.cache/tflaunch/node.lock as tests/node does.
@@ -61,8 +64,13 @@ from bench.node_pods import (
     timestamp,
     until,
 )
+from trainer import standby
 
-EPOCHS, STEPS = 4, 150
+EPOCHS, STEPS = 4, 400
+TRAINING_BETWEEN_KILLS = 20.0
+"""Seconds the group trains again before the next kill: a failure mid-training, not a crash
+loop (a standby starts 10 s into a generation, `trainer.standby`)."""
+MODES = ("inPlace", "inPlaceNoStandby", "recreate", "local")
 MARKS = (
     (
         "noticed",
@@ -75,6 +83,7 @@ MARKS = (
     ("program", re.compile(r"worker \d+ of \d+ at ")),
     ("strategy", re.compile(r"strategy ready in")),
     ("restored", re.compile(r"resuming from the backup")),
+    ("standby", re.compile(r"\(in the standby: ")),
 )
 """Worker 0's wrapper and trainer lines (and `tflaunch local`'s console) that split a
 restart."""
@@ -106,7 +115,17 @@ def program_pid(pod: str) -> int | None:
         return None
     wrapper = json.loads(sh("node.sh", "crictl", "inspect", container))["info"]["pid"]
     children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
-    return int(children[0]) if children else None
+    programs = [  # not a waiting standby (trainer.standby)
+        int(pid) for pid in children if process_name(int(pid)) != standby.PROCESS_NAME
+    ]
+    return programs[0] if programs else None
+
+
+def process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def timed_lines(cluster: Cluster, namespace: str, pod: str) -> list[tuple[float, str]]:
@@ -198,6 +217,7 @@ def one_job(cluster: Cluster, namespace: str, job_spec: Path, kills: int) -> lis
         times.update(recreated(cluster, namespace, killed, uids))
         results.append(times)
         print(namespace, times, flush=True)
+        time.sleep(TRAINING_BETWEEN_KILLS)
     until(lambda: done(cluster, namespace), "Succeeded")
     return results
 
@@ -290,6 +310,7 @@ def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> l
             times.update(split(stamped.snapshot(), killed, first))
             results.append(times)
             print("local", times, flush=True)
+            time.sleep(TRAINING_BETWEEN_KILLS)
         if console.wait(timeout=1800) != 0:
             tail = "\n".join(text for _, text in stamped.snapshot()[-20:])
             raise SystemExit(f"tflaunch local exited {console.returncode}:\n{tail}")
@@ -310,12 +331,15 @@ def done(cluster: Cluster, namespace: str) -> bool | None:
 
 def markdown(results: dict[str, list[dict[str, Any]]], kills: int) -> str:
     def cell(run: dict[str, Any], key: str) -> str:
+        if key == "standby":
+            return "yes" if key in run else "no"
         return f"{run[key]:.1f} s" if key in run else "-"
 
     columns = (
         ("noticed", "noticed"),
         ("barrier", "barrier passed"),
         ("launched", "program launched"),
+        ("standby", "in a standby"),
         ("program", "program's Python up"),
         ("strategy", "TensorFlow imported, MWMS up"),
         ("restored", "resume point read"),
@@ -351,7 +375,9 @@ def markdown(results: dict[str, list[dict[str, Any]]], kills: int) -> str:
         f"layout, {EPOCHS} epochs of {STEPS} steps, checkpoints on a hostPath "
         f"PersistentVolume; `local`: `tflaunch local` on the same spec, on this machine); "
         f"worker 1's training program SIGKILLed {kills} times in each, "
-        "after the first backup and then each time the group trains again. Times from each "
+        f"after the first backup and then each time the group has trained again for "
+        f"{TRAINING_BETWEEN_KILLS:g} s; `inPlaceNoStandby`: in place with "
+        '`TFLAUNCH_STANDBY_IMPORTS=""` (every program starts cold). Times from each '
         "kill (containerd's log timestamps; pods: the API's, whole seconds; `local`: lines "
         "stamped as read, every 0.05 s).\n\n"
         + "\n".join(rows)
@@ -391,7 +417,10 @@ def node_jobs(
             claim = shared_claim(cluster, namespace)
             path = spec(tmp / f"{namespace}.yaml", namespace, image, EPOCHS, STEPS, claim)
             document = yaml.safe_load(path.read_text())
-            document["spec"].update(restart=mode, backoffLimit=kills + 1)
+            restart = "recreate" if mode == "recreate" else "inPlace"
+            document["spec"].update(restart=restart, backoffLimit=kills + 1)
+            if mode == "inPlaceNoStandby":
+                document["spec"]["env"] = {"TFLAUNCH_STANDBY_IMPORTS": ""}
             path.write_text(yaml.safe_dump(document))
             results[mode] = one_job(cluster, namespace, path, kills)
     finally:
@@ -410,13 +439,13 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument(
         "--modes",
-        default="inPlace,recreate,local",
-        help="comma-separated, run in this order: inPlace,recreate,local",
+        default=",".join(MODES),
+        help=f"comma-separated, run in this order: {','.join(MODES)}",
     )
     args = parser.parse_args()
     modes = args.modes.split(",")
-    if not set(modes) <= {"inPlace", "recreate", "local"}:
-        raise SystemExit(f"--modes: unknown mode in {args.modes!r}; use inPlace,recreate,local")
+    if not set(modes) <= set(MODES):
+        raise SystemExit(f"--modes: unknown mode in {args.modes!r}; use {','.join(MODES)}")
     archive = args.archive or Path(sh("images.sh", "path", "trainer"))
     cache = Path(sh("cluster.sh", "port-lock")).parent
     with tempfile.TemporaryDirectory() as tmp, open(cache / "node.lock", "a") as lock:

@@ -45,13 +45,27 @@ training node, so the standby's import does not slow it down."""
 HEADROOM_BYTES = 1 << 30
 """Free memory below the container's limit needed to start a standby: its ~220 MB, and
 room for the program to grow."""
+PROCESS_NAME = "tflaunch-standb"
+"""A waiting standby's /proc/PID/comm (15 characters at most): the program it later runs
+takes the interpreter's name back."""
 _INTERPRETER = re.compile(r"python(\d+(\.\d+)*)?")
 
 # Runs under the program's own interpreter: plain Python, no tflaunch import. Everything
 # in a function, so the program's `__main__` (a `-c` program's globals) starts clean.
 BOOTSTRAP = r"""
 def _standby():
-    import importlib, json, os, sys
+    import ctypes, importlib, json, os, sys
+    def call_me(name):  # /proc/PID/comm, what ps shows: a waiting standby is told apart
+        try:
+            ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        except Exception:
+            pass
+    try:
+        with open("/proc/self/comm") as comm:
+            own_name = comm.read().strip()
+    except OSError:
+        own_name = ""
+    call_me("STANDBY_NAME")
     for name in filter(None, sys.argv[1].split(",")):
         try:
             importlib.import_module(name)
@@ -61,6 +75,8 @@ def _standby():
     if not line.strip():
         sys.exit(0)  # discarded unused
     order = json.loads(line)
+    if own_name:
+        call_me(own_name)
     os.environ.clear()
     os.environ.update(order["env"])
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -83,7 +99,7 @@ def _standby():
         sys.path[0] = os.path.dirname(os.path.realpath(target))
         runpy.run_path(target, run_name="__main__")
 _standby()
-"""
+""".replace("STANDBY_NAME", PROCESS_NAME)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from tests.node.test_mnist import (  # noqa: F401 (fixtures)
     shared_claim,
     worker_lines,
 )
+from trainer import standby
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -37,8 +38,18 @@ def program_of(pod: str) -> int:
     """The host PID of the program the wrapper (the container's PID 1) runs."""
     container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
     wrapper = json.loads(node_sh("crictl", "inspect", container))["info"]["pid"]
-    (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
-    return int(child)
+    return the_program_of(wrapper)
+
+
+def the_program_of(wrapper: int) -> int:
+    """The wrapper's child that is its program, not a waiting standby (`trainer.standby`)."""
+    children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    (program,) = [
+        int(pid)
+        for pid in children
+        if Path(f"/proc/{pid}/comm").read_text().strip() != standby.PROCESS_NAME
+    ]
+    return program
 
 
 def pods(cluster: ControlPlane, where: str) -> dict[str, dict]:

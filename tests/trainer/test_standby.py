@@ -188,4 +188,25 @@ def test_the_bootstrap_is_plain_python_for_the_programs_own_interpreter() -> Non
         input=standby.BOOTSTRAP, text=True, check=False,
     )  # fmt: skip
     assert compiled.returncode == 0
-    assert "tflaunch" not in standby.BOOTSTRAP and "trainer" not in standby.BOOTSTRAP
+    assert "trainer" not in standby.BOOTSTRAP and "launcher" not in standby.BOOTSTRAP
+    assert f'call_me("{standby.PROCESS_NAME}")' in standby.BOOTSTRAP
+
+
+def test_a_waiting_standby_is_named_so_and_its_program_has_the_interpreters_name(
+    tmp_path: Path,
+) -> None:
+    """`ps` (and whoever looks for the wrapper's program) tells them apart."""
+    script = tmp_path / "name.py"
+    script.write_text("print(open('/proc/self/comm').read().strip())\n")
+    warm = ready([sys.executable, str(script)])
+    process = warm._ready
+    assert process is not None
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{process.pid}/comm").read_text().strip() != standby.PROCESS_NAME:
+        assert time.monotonic() < deadline, "the standby never took its name"
+        time.sleep(0.01)
+    taken = warm.take(dict(os.environ))
+    assert taken is not None
+    out, _ = taken.communicate(timeout=30)
+    cold = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert out.decode().strip() == cold.stdout.strip() != standby.PROCESS_NAME
