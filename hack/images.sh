@@ -47,7 +47,8 @@
 #
 # Environment: TFLAUNCH_CACHE, TF_VERSION (2.21.0), SUITE (bookworm), MIRROR (the Debian archive
 # this machine's apt uses),
-# STORAGE_DRIVER (overlay; vfs where overlay cannot mount), BUILD_CA_BUNDLE (below), and MNIST,
+# STORAGE_DRIVER (overlay; vfs where overlay cannot mount), BUILD_CA_BUNDLE (below), KEEP_ARCHIVES
+# (3) and KEEP_BASES (2) (what stays cached, below), and MNIST,
 # MNIST_URL, MNIST_SHA256, MNIST_PYPI_URL (the trainer's build arguments, passed when set).
 # Needs root, debootstrap and buildah; `run` and `smoke` need runc, skopeo and umoci.
 set -euo pipefail
@@ -249,15 +250,23 @@ ensure_base() {
   echo "$ref"
 }
 
-# The storage keeps the current CPU bases (tagged with their base keys) and nothing else: the
-# images built before are in their archives, and a rebuild re-runs the steps after the base.
-# The GPU base (about 7 GB) is not kept: trainer-gpu is built by hand, rarely, and a rebuild
-# installing its wheels again costs minutes where keeping it would cost every build machine
-# its disk.
+# The storage keeps the CPU bases (python, tensorflow-cpu) of this tree's base keys and the
+# newest others, KEEP_BASES per base in all (default 2): two checkouts of different sources (a
+# CI clone beside a work tree) must not throw away each other's base at every build. Nothing
+# else stays: the images built before are in their archives, and a rebuild re-runs the steps
+# after the base. The GPU base (about 7 GB) is never kept: trainer-gpu is built by hand,
+# rarely, and installing its wheels again costs minutes where keeping it would cost every
+# build machine its disk.
 prune_storage() {
-  local keep ref
-  keep=" localhost/tflaunch-base:python-$(base_key python)"
-  keep+=" localhost/tflaunch-base:tensorflow-cpu-$(base_key tensorflow-cpu) "
+  local keep=" " target ref
+  for target in python tensorflow-cpu; do
+    keep+="localhost/tflaunch-base:$target-$(base_key "$target") "
+    while read -r ref; do
+      keep+="$ref "
+    done < <(buildah_ images --noheading --format '{{.CreatedAtRaw}} {{.Name}}:{{.Tag}}' 2>/dev/null |
+      sort -r | awk -v p="localhost/tflaunch-base:$target-" 'index($NF, p) == 1 {print $NF}' |
+      head -n "$((${KEEP_BASES:-2} - 1))" || true)
+  done
   while read -r ref; do
     [[ "$keep" == *" $ref "* ]] || buildah_ rmi --force "$ref" >/dev/null 2>&1 || true
   done < <(buildah_ images --format '{{.Name}}:{{.Tag}}' --noheading 2>/dev/null | grep -v '<none>' || true)
