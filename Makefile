@@ -223,10 +223,10 @@ images-offline: ## Build the CPU trainer and operator images and the Kubeflow TF
 
 # The GPU trainer image, what `make image` builds with Docker, built the same way offline: the
 # GPU base has TensorFlow's CUDA build and its CUDA wheels from docker/base/
-# requirements-tensorflow-gpu.txt. About 8 GB, so never part of images-offline (nor CI); its
+# requirements-tensorflow-gpu.txt. About 7 GB, so never part of images-offline (nor CI); its
 # checks: make test-image-gpu (docs/testing.md).
 .PHONY: image-gpu-offline
-image-gpu-offline: ## Build the GPU trainer image offline (root, buildah; about 8 GB, not in CI); prints "REF ARCHIVE"
+image-gpu-offline: ## Build the GPU trainer image offline (root, buildah; about 7 GB, not in CI); prints "REF ARCHIVE"
 	$(IMAGES_SH) build trainer-gpu
 
 .PHONY: test-image-gpu

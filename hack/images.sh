@@ -20,9 +20,9 @@
 # the archives and builds nothing.
 #
 # trainer-gpu, the image `make image` builds with Docker, is never part of `build all`: its
-# CUDA wheels make it about 8 GB (docs/testing.md). Its base is not kept in the storage after
-# its build, and only its newest archive is kept, so that a machine that built it once does
-# not carry 15 GB more for good.
+# CUDA wheels make it about 7 GB (docs/testing.md). Its base (as big) is not kept in the
+# storage after its build, and an older GPU archive goes before a new build: a machine that
+# built it keeps one archive, not a base and an archive per source tree.
 #
 # tfjob-example is Kubeflow's TFJob example image, kubeflow/tf-multi-worker-strategy:latest,
 # built FROM the trainer image (tests/data/tfjob/Dockerfile) for the real node's registry
@@ -342,8 +342,9 @@ build_one() {
       variant=cpu
       if [[ $name == trainer-gpu ]]; then
         variant=gpu
-        # An older GPU archive and its bundle are 15 GB that this build may need: they go
-        # first (another checkout rebuilds its own, by hand, as this one does).
+        # An older GPU archive (about 7 GB, and as much again for a bundle) is room this
+        # build needs: it goes first (another checkout rebuilds its own, by hand, as this one
+        # does).
         drop_archives "$archive" 0
       fi
       base=$(ensure_base "$(base_of "$name")")
@@ -521,7 +522,7 @@ cmd_run() {
 bundle_of() { echo "$IMAGES_DIR/bundles/$(basename "${1%.tar}")"; }
 
 # cmd_unbundle ARCHIVE: remove the bundle `run` unpacked ARCHIVE into (the archive stays). The
-# GPU image's bundle is about 8 GB: its tests drop it when they are done.
+# GPU image's bundle is about 7 GB: its tests drop it when they are done.
 cmd_unbundle() {
   local archive=${1:?usage: images.sh unbundle ARCHIVE}
   [[ -f "$archive" ]] || die "no image archive at $archive: hack/images.sh path IMAGE names it"

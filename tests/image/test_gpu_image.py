@@ -10,9 +10,9 @@ runc as the pods run it, on this machine, which has no GPU and no NVIDIA driver:
 
 That TensorFlow in it finds a GPU and trains on it is not shown: there is none here.
 
-The archive is about 8 GB, so CI does not build it and these tests skip, naming the make target;
+The archive is about 7 GB, so CI does not build it and these tests skip, naming the make target;
 TFLAUNCH_REQUIRE_GPU_IMAGE=1 (`make test-image-gpu`) turns that into a failure. The bundle the
-runs unpack (about 8 GB too) is removed when the module ends.
+runs unpack (about 7 GB too) is removed when the module ends.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_the_gpu_archive_is_the_image_make_image_tags(gpu_archive: Path) -> None
 
 
 @pytest.mark.tf
-@pytest.mark.timeout(1800)  # the first run unpacks about 8 GB
+@pytest.mark.timeout(1800)  # the first run unpacks about 7 GB (minutes)
 def test_tensorflow_in_it_is_the_pinned_cuda_build(probe: dict[str, Any]) -> None:
     assert probe["tensorflow"] == TF_PIN
     assert probe["built_with_cuda"] is True
