@@ -258,13 +258,15 @@ ensure_base() {
 # rarely, and installing its wheels again costs minutes where keeping it would cost every
 # build machine its disk.
 prune_storage() {
-  local keep=" " target ref
+  local keep=" " target own ref
   for target in python tensorflow-cpu; do
-    keep+="localhost/tflaunch-base:$target-$(base_key "$target") "
+    own="localhost/tflaunch-base:$target-$(base_key "$target")"
+    keep+="$own "
     while read -r ref; do
       keep+="$ref "
     done < <(buildah_ images --noheading --format '{{.CreatedAtRaw}} {{.Name}}:{{.Tag}}' 2>/dev/null |
-      sort -r | awk -v p="localhost/tflaunch-base:$target-" 'index($NF, p) == 1 {print $NF}' |
+      sort -r | awk -v p="localhost/tflaunch-base:$target-" -v own="$own" \
+        'index($NF, p) == 1 && $NF != own {print $NF}' |
       head -n "$((${KEEP_BASES:-2} - 1))" || true)
   done
   while read -r ref; do
