@@ -159,6 +159,8 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
         raise _UsageError(f"--restart-in-place must be >= 0, got {args.restart_in_place}")
     if args.rendezvous_timeout <= 0 or args.stall_timeout < 0:
         raise _UsageError("--rendezvous-timeout must be > 0 and --stall-timeout >= 0")
+    if args.standby_after < 0:
+        raise _UsageError(f"--standby-after must be >= 0, got {args.standby_after:g}")
     args.command = command
     return args
 
