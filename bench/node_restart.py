@@ -114,7 +114,10 @@ def program_pid(pod: str) -> int | None:
     if not container:
         return None
     wrapper = json.loads(sh("node.sh", "crictl", "inspect", container))["info"]["pid"]
-    children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    try:  # 0, or gone: the container is between two runs
+        children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    except OSError:
+        return None
     programs = [  # not a waiting standby (trainer.standby)
         int(pid) for pid in children if process_name(int(pid)) != standby.PROCESS_NAME
     ]
