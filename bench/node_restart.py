@@ -66,8 +66,8 @@ from bench.node_pods import (
 )
 from trainer import standby
 
-EPOCHS, STEPS = 4, 400
-TRAINING_BETWEEN_KILLS = 20.0
+EPOCHS, STEPS = 4, 800
+TRAINING_BETWEEN_KILLS = 10.0
 """Seconds the group trains again before the next kill: a failure mid-training, not a crash
 loop (a standby starts 10 s into a generation, `trainer.standby`)."""
 MODES = ("inPlace", "inPlaceNoStandby", "recreate", "local")
