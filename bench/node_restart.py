@@ -66,7 +66,9 @@ from bench.node_pods import (
 )
 from trainer import standby
 
-EPOCHS, STEPS = 4, 800
+EPOCHS, STEPS = 6, 1500
+"""Long enough to outlast the kills on an idle machine (4x800 ended after the first kill)."""
+ENDED = "the job ended before kill {kill}: it must outlast the kills (EPOCHS, STEPS)"
 TRAINING_BETWEEN_KILLS = 10.0
 """Seconds the group trains again before the next kill: a failure mid-training, not a crash
 loop (a standby starts 10 s into a generation, `trainer.standby`)."""
@@ -99,13 +101,27 @@ def chiefs(cluster: Cluster, namespace: str) -> list[str]:
     ]
 
 
-def worker_1(cluster: Cluster, namespace: str) -> dict[str, Any] | None:
+def worker_1(cluster: Cluster, namespace: str, kill: int) -> dict[str, Any] | None:
+    """Worker 1's pod while its container runs; a bench error once the job has ended."""
     for pod in cluster.pods(namespace):
         annotations = pod["metadata"].get("annotations", {})
         statuses = pod["status"].get("containerStatuses", [])
-        if annotations.get(INDEX) == "1" and any("running" in c["state"] for c in statuses):
+        if annotations.get(INDEX) != "1":
+            continue
+        if any("running" in c["state"] for c in statuses):
             return pod
+        if pod["status"].get("phase") == "Succeeded":
+            raise SystemExit(ENDED.format(kill=kill))
     return None
+
+
+def killable(cluster: Cluster, namespace: str, kill: int) -> tuple[str, int] | None:
+    """Worker 1's pod name and its program's host PID, once both run."""
+    pod = worker_1(cluster, namespace, kill)
+    if pod is None:
+        return None
+    pid = program_pid(pod["metadata"]["name"])
+    return (pod["metadata"]["name"], pid) if pid else None
 
 
 def program_pid(pod: str) -> int | None:
@@ -207,8 +223,7 @@ def one_job(cluster: Cluster, namespace: str, job_spec: Path, kills: int) -> lis
     results = []
     for kill in range(kills):
         uids = {p["metadata"]["uid"] for p in cluster.pods(namespace)}
-        pod = until(lambda: worker_1(cluster, namespace), "worker 1 running")
-        pid = until(functools.partial(program_pid, pod["metadata"]["name"]), "its program")
+        _, pid = until(functools.partial(killable, cluster, namespace, kill + 1), "its program")
         before = load()
         killed = time.time()
         os.kill(pid, signal.SIGKILL)
@@ -304,7 +319,7 @@ def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> l
             lambda: True if any(workdir.glob("**/chief/checkpoint")) else None, "the first backup"
         )
         for kill in range(kills):
-            pid = until(lambda: local_program(console.pid, 1), "worker 1's program")
+            pid = until(functools.partial(local_killable, console, kill + 1), "worker 1's program")
             before = load()
             killed = time.time()
             os.kill(pid, signal.SIGKILL)
@@ -322,6 +337,12 @@ def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> l
             console.send_signal(signal.SIGINT)
             console.wait(timeout=120)
     return results
+
+
+def local_killable(console: subprocess.Popen[bytes], kill: int) -> int | None:
+    if console.poll() is not None:
+        raise SystemExit(ENDED.format(kill=kill))
+    return local_program(console.pid, 1)
 
 
 def done(cluster: Cluster, namespace: str) -> bool | None:
