@@ -66,8 +66,9 @@ from bench.node_pods import (
 )
 from trainer import standby
 
-EPOCHS, STEPS = 6, 1500
-"""Long enough to outlast the kills on an idle machine (4x800 ended after the first kill)."""
+EPOCHS, STEPS = 8, 234
+"""Full MNIST epochs (234 steps of 256 images, the most the data has): about 12 s each on an
+idle machine, and every kill resumes at an epoch's start, so 8 outlast 3 kills."""
 ENDED = "the job ended before kill {kill}: it must outlast the kills (EPOCHS, STEPS)"
 TRAINING_BETWEEN_KILLS = 10.0
 """Seconds the group trains again before the next kill: a failure mid-training, not a crash
@@ -130,8 +131,10 @@ def program_pid(pod: str) -> int | None:
     if not container:
         return None
     wrapper = json.loads(sh("node.sh", "crictl", "inspect", container))["info"]["pid"]
+    # Every thread's children: a standby's process is its starter thread's child.
     try:  # 0, or gone: the container is between two runs
-        children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+        tasks = list(Path(f"/proc/{wrapper}/task").iterdir()) if wrapper else []
+        children = [pid for task in tasks for pid in (task / "children").read_text().split()]
     except OSError:
         return None
     programs = [  # not a waiting standby (trainer.standby)
