@@ -33,11 +33,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from launcher.core import contract
 from trainer.child import die_with_parent
 
 log = logging.getLogger("tflaunch.worker")
 
-ENV_IMPORTS = "TFLAUNCH_STANDBY_IMPORTS"
+ENV_IMPORTS = contract.ENV_STANDBY_IMPORTS
 DEFAULT_IMPORTS = "tensorflow"
 DEFAULT_AFTER_SECONDS = 10.0
 """A generation's own start (its import, MWMS, the first trace) is over by then on a
