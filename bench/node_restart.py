@@ -219,8 +219,9 @@ def recreated(cluster: Cluster, namespace: str, since: float, seen: set[str]) ->
 
 def one_job(cluster: Cluster, namespace: str, job_spec: Path, kills: int) -> list[dict[str, Any]]:
     """Submit, kill worker 1's program `kills` times, each once training again; the times."""
-    if cluster.tflaunch("submit", str(job_spec)).returncode != 0:
-        raise SystemExit("submit failed")
+    submit = cluster.tflaunch("submit", str(job_spec))
+    if submit.returncode != 0:
+        raise SystemExit(f"submit failed: {submit.stderr}")
     volume = Path(sh("node.sh", "state")) / "volumes" / namespace
     until(lambda: True if any(volume.glob("**/chief/checkpoint")) else None, "the first backup")
     results = []
