@@ -277,16 +277,20 @@ cmd_up() {
   log "cluster $CLUSTER up in $((SECONDS - start)) s (kubeconfig: $kubeconfig)"
 }
 
-# push: the offline images (make images-offline: docker-archives in the cache) into the
-# registry, as `make push` does with docker on a laptop; prints each pushed reference.
+# push: the offline images (make images-offline: docker-archives in the cache, and Kubeflow's
+# TFJob example as an OCI layout directory) into the registry, as `make push` does with
+# docker on a laptop, named without docker.io's prefixes; prints each pushed reference.
 cmd_push() {
-  local ref archive start=$SECONDS
+  local ref archive source start=$SECONDS
   command -v skopeo >/dev/null || die "skopeo not found: apt-get install skopeo"
   registry_up
   while read -r ref archive; do
     [ -n "$archive" ] || continue
-    ref=${ref#docker.io/library/}
-    skopeo copy --quiet --dest-tls-verify=false "docker-archive:$archive" "docker://localhost:$REGISTRY_PORT/$ref" >&2
+    ref=${ref#docker.io/}
+    ref=${ref#library/}
+    source=docker-archive:$archive
+    [ ! -d "$archive" ] || source=oci:$archive
+    skopeo copy --quiet --dest-tls-verify=false "$source" "docker://localhost:$REGISTRY_PORT/$ref" >&2
     printf 'localhost:%s/%s\n' "$REGISTRY_PORT" "$ref"
   done < <("$here/images.sh" build "${1:-all}")
   log "pushed in $((SECONDS - start)) s"
