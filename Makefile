@@ -221,6 +221,18 @@ IMAGES ?= all
 images-offline: ## Build the CPU trainer and operator images and the Kubeflow TFJob example image offline (root, buildah); prints "REF ARCHIVE" (IMAGES=trainer|operator|tfjob-example)
 	$(IMAGES_SH) build $(IMAGES)
 
+# The GPU trainer image, what `make image` builds with Docker, built the same way offline: the
+# GPU base has TensorFlow's CUDA build and its CUDA wheels from docker/base/
+# requirements-tensorflow-gpu.txt. About 7 GB, so never part of images-offline (nor CI); its
+# checks: make test-image-gpu (docs/testing.md).
+.PHONY: image-gpu-offline
+image-gpu-offline: ## Build the GPU trainer image offline (root, buildah; about 7 GB, not in CI); prints "REF ARCHIVE"
+	$(IMAGES_SH) build trainer-gpu
+
+.PHONY: test-image-gpu
+test-image-gpu: install ## Check the image-gpu-offline archive under runc: a CUDA build, the GPU preflight's exit 78, tf-keras
+	TFLAUNCH_REQUIRE_GPU_IMAGE=1 $(BIN)/pytest -p no:randomly tests/image/test_gpu_image.py
+
 .PHONY: images-smoke
 images-smoke: ## Train a few steps in the offline trainer image under runc, as a pod runs it (root, runc)
 	$(IMAGES_SH) smoke

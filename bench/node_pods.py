@@ -233,8 +233,9 @@ def shared_claim(cluster: Cluster, namespace: str, name: str = "checkpoints") ->
 
 def kill_run(cluster: Cluster, namespace: str, job_spec: Path, steps: int) -> dict[str, float]:
     """Worker 1's container SIGKILLed after the first epoch; times from the kill."""
-    if cluster.tflaunch("submit", str(job_spec)).returncode != 0:
-        raise SystemExit("submit failed")
+    submit = cluster.tflaunch("submit", str(job_spec))
+    if submit.returncode != 0:
+        raise SystemExit(f"submit failed: {submit.stderr}")
 
     def epoch_done() -> list[dict[str, Any]] | None:
         pods = cluster.pods(namespace)

@@ -4,7 +4,9 @@ real node of hack/node.sh (issue 35).
 One 2-worker MNIST job per mode (indexed layout, checkpoints on a hostPath PersistentVolume):
 after the first epoch's backup, the training program inside worker 1's container is
 SIGKILLed (its host PID: the child of the container's PID 1, the wrapper), and again each
-time the group is training again, `--kills` times in all. Measured from each kill to the
+time the group has trained again for TRAINING_BETWEEN_KILLS seconds, `--kills` times in all.
+Mode `inPlaceNoStandby` is in place without the warm standby (`trainer.standby`), so the
+standby's share is read side by side. Measured from each kill to the
 chief's first `TFLAUNCH_PROGRESS` line after it (containerd's timestamp; the trainer prints
 it at the end of its first execution): training again. In place, split by worker 0's
 wrapper lines: the kill noticed (a peer moved on, or its own program failed), every peer at
@@ -20,7 +22,8 @@ worker 0's log and of tflaunch's console are stamped as they are written (read e
 Not a `bench_*.py` (it needs root, the node's binaries and the trainer image archive, and
 takes minutes). Run it as root:
 
-    .venv/bin/python bench/node_restart.py [--kills 3] [--modes inPlace,recreate,local]
+    .venv/bin/python bench/node_restart.py [--kills 3]
+        [--modes inPlace,inPlaceNoStandby,recreate,local]
         [--archive PATH] [--write-docs]
 
 It takes ~/.cache/tflaunch/node.lock as tests/node does.
@@ -55,15 +58,22 @@ from bench.node_pods import (
     Cluster,
     image_data,
     image_ref,
-    progress_lines,
     sh,
     shared_claim,
     spec,
     timestamp,
     until,
 )
+from trainer import standby
 
-EPOCHS, STEPS = 4, 150
+EPOCHS, STEPS = 8, 234
+"""Full MNIST epochs (234 steps of 256 images, the most the data has): about 12 s each on an
+idle machine, and every kill resumes at an epoch's start, so 8 outlast 3 kills."""
+ENDED = "the job ended before kill {kill}: it must outlast the kills (EPOCHS, STEPS)"
+TRAINING_BETWEEN_KILLS = 10.0
+"""Seconds the group trains again before the next kill: a failure mid-training, not a crash
+loop (a standby starts 10 s into a generation, `trainer.standby`)."""
+MODES = ("inPlace", "inPlaceNoStandby", "recreate", "local")
 MARKS = (
     (
         "noticed",
@@ -76,10 +86,12 @@ MARKS = (
     ("program", re.compile(r"worker \d+ of \d+ at ")),
     ("strategy", re.compile(r"strategy ready in")),
     ("restored", re.compile(r"resuming from the backup")),
+    ("standby", re.compile(r"\(in the standby: ")),
 )
 """Worker 0's wrapper and trainer lines (and `tflaunch local`'s console) that split a
 restart."""
 PROGRESS = "TFLAUNCH_PROGRESS "
+PROGRAM_START = dict(MARKS)["program"]
 
 
 def chiefs(cluster: Cluster, namespace: str) -> list[str]:
@@ -90,13 +102,27 @@ def chiefs(cluster: Cluster, namespace: str) -> list[str]:
     ]
 
 
-def worker_1(cluster: Cluster, namespace: str) -> dict[str, Any] | None:
+def worker_1(cluster: Cluster, namespace: str, kill: int) -> dict[str, Any] | None:
+    """Worker 1's pod while its container runs; a bench error once the job has ended."""
     for pod in cluster.pods(namespace):
         annotations = pod["metadata"].get("annotations", {})
         statuses = pod["status"].get("containerStatuses", [])
-        if annotations.get(INDEX) == "1" and any("running" in c["state"] for c in statuses):
+        if annotations.get(INDEX) != "1":
+            continue
+        if any("running" in c["state"] for c in statuses):
             return pod
+        if pod["status"].get("phase") == "Succeeded":
+            raise SystemExit(ENDED.format(kill=kill))
     return None
+
+
+def killable(cluster: Cluster, namespace: str, kill: int) -> tuple[str, int] | None:
+    """Worker 1's pod name and its program's host PID, once both run."""
+    pod = worker_1(cluster, namespace, kill)
+    if pod is None:
+        return None
+    pid = program_pid(pod["metadata"]["name"])
+    return (pod["metadata"]["name"], pid) if pid else None
 
 
 def program_pid(pod: str) -> int | None:
@@ -105,8 +131,23 @@ def program_pid(pod: str) -> int | None:
     if not container:
         return None
     wrapper = json.loads(sh("node.sh", "crictl", "inspect", container))["info"]["pid"]
-    children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
-    return int(children[0]) if children else None
+    # Every thread's children: a standby's process is its starter thread's child.
+    try:  # 0, or gone: the container is between two runs
+        tasks = list(Path(f"/proc/{wrapper}/task").iterdir()) if wrapper else []
+        children = [pid for task in tasks for pid in (task / "children").read_text().split()]
+    except OSError:
+        return None
+    programs = [  # not a waiting standby (trainer.standby)
+        int(pid) for pid in children if process_name(int(pid)) != standby.PROCESS_NAME
+    ]
+    return programs[0] if programs else None
+
+
+def process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def timed_lines(cluster: Cluster, namespace: str, pod: str) -> list[tuple[float, str]]:
@@ -121,14 +162,23 @@ def timed_lines(cluster: Cluster, namespace: str, pod: str) -> list[tuple[float,
     return lines
 
 
+def training_again(lines: list[tuple[float, str]], since: float) -> float | None:
+    """When the chief's next attempt first reported progress after `since`: its first
+    `TFLAUNCH_PROGRESS` line after the new program's start line. A progress line between
+    the kill and the restart is the old attempt's, not training again."""
+    started = None
+    for stamp, text in sorted(lines):
+        if stamp <= since:
+            continue
+        if started is None and PROGRAM_START.search(text):
+            started = stamp
+        elif started is not None and text.startswith(PROGRESS):
+            return stamp
+    return None
+
+
 def first_step_after(cluster: Cluster, namespace: str, since: float) -> float | None:
-    stamps = [
-        stamp
-        for name in chiefs(cluster, namespace)
-        for stamp, _ in progress_lines(cluster, namespace, name)
-        if stamp > since
-    ]
-    return min(stamps) if stamps else None
+    return training_again(chief_lines(cluster, namespace), since)
 
 
 def split(lines: list[tuple[float, str]], since: float, until_: float) -> dict[str, float]:
@@ -169,15 +219,15 @@ def recreated(cluster: Cluster, namespace: str, since: float, seen: set[str]) ->
 
 def one_job(cluster: Cluster, namespace: str, job_spec: Path, kills: int) -> list[dict[str, Any]]:
     """Submit, kill worker 1's program `kills` times, each once training again; the times."""
-    if cluster.tflaunch("submit", str(job_spec)).returncode != 0:
-        raise SystemExit("submit failed")
+    submit = cluster.tflaunch("submit", str(job_spec))
+    if submit.returncode != 0:
+        raise SystemExit(f"submit failed: {submit.stderr}")
     volume = Path(sh("node.sh", "state")) / "volumes" / namespace
     until(lambda: True if any(volume.glob("**/chief/checkpoint")) else None, "the first backup")
     results = []
     for kill in range(kills):
         uids = {p["metadata"]["uid"] for p in cluster.pods(namespace)}
-        pod = until(lambda: worker_1(cluster, namespace), "worker 1 running")
-        pid = until(functools.partial(program_pid, pod["metadata"]["name"]), "its program")
+        _, pid = until(functools.partial(killable, cluster, namespace, kill + 1), "its program")
         before = load()
         killed = time.time()
         os.kill(pid, signal.SIGKILL)
@@ -189,6 +239,7 @@ def one_job(cluster: Cluster, namespace: str, job_spec: Path, kills: int) -> lis
         times.update(recreated(cluster, namespace, killed, uids))
         results.append(times)
         print(namespace, times, flush=True)
+        time.sleep(TRAINING_BETWEEN_KILLS)
     until(lambda: done(cluster, namespace), "Succeeded")
     return results
 
@@ -234,8 +285,7 @@ class Stamped:
             return list(self.lines)
 
     def first_step_after(self, since: float) -> float | None:
-        stamps = [t for t, text in self.snapshot() if t > since and text.startswith(PROGRESS)]
-        return min(stamps) if stamps else None
+        return training_again(self.snapshot(), since)
 
 
 def children(pid: int) -> list[int]:
@@ -273,7 +323,7 @@ def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> l
             lambda: True if any(workdir.glob("**/chief/checkpoint")) else None, "the first backup"
         )
         for kill in range(kills):
-            pid = until(lambda: local_program(console.pid, 1), "worker 1's program")
+            pid = until(functools.partial(local_killable, console, kill + 1), "worker 1's program")
             before = load()
             killed = time.time()
             os.kill(pid, signal.SIGKILL)
@@ -282,6 +332,7 @@ def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> l
             times.update(split(stamped.snapshot(), killed, first))
             results.append(times)
             print("local", times, flush=True)
+            time.sleep(TRAINING_BETWEEN_KILLS)
         if console.wait(timeout=1800) != 0:
             tail = "\n".join(text for _, text in stamped.snapshot()[-20:])
             raise SystemExit(f"tflaunch local exited {console.returncode}:\n{tail}")
@@ -290,6 +341,12 @@ def local_job(job_spec: Path, workdir: Path, data: Path | None, kills: int) -> l
             console.send_signal(signal.SIGINT)
             console.wait(timeout=120)
     return results
+
+
+def local_killable(console: subprocess.Popen[bytes], kill: int) -> int | None:
+    if console.poll() is not None:
+        raise SystemExit(ENDED.format(kill=kill))
+    return local_program(console.pid, 1)
 
 
 def done(cluster: Cluster, namespace: str) -> bool | None:
@@ -302,12 +359,15 @@ def done(cluster: Cluster, namespace: str) -> bool | None:
 
 def markdown(results: dict[str, list[dict[str, Any]]], kills: int) -> str:
     def cell(run: dict[str, Any], key: str) -> str:
+        if key == "standby":
+            return "yes" if key in run else "no"
         return f"{run[key]:.1f} s" if key in run else "-"
 
     columns = (
         ("noticed", "noticed"),
         ("barrier", "barrier passed"),
         ("launched", "program launched"),
+        ("standby", "in a standby"),
         ("program", "program's Python up"),
         ("strategy", "TensorFlow imported, MWMS up"),
         ("restored", "resume point read"),
@@ -343,7 +403,9 @@ def markdown(results: dict[str, list[dict[str, Any]]], kills: int) -> str:
         f"layout, {EPOCHS} epochs of {STEPS} steps, checkpoints on a hostPath "
         f"PersistentVolume; `local`: `tflaunch local` on the same spec, on this machine); "
         f"worker 1's training program SIGKILLed {kills} times in each, "
-        "after the first backup and then each time the group trains again. Times from each "
+        f"after the first backup and then each time the group has trained again for "
+        f"{TRAINING_BETWEEN_KILLS:g} s; `inPlaceNoStandby`: in place with "
+        '`TFLAUNCH_STANDBY_IMPORTS=""` (every program starts cold). Times from each '
         "kill (containerd's log timestamps; pods: the API's, whole seconds; `local`: lines "
         "stamped as read, every 0.05 s).\n\n"
         + "\n".join(rows)
@@ -383,7 +445,10 @@ def node_jobs(
             claim = shared_claim(cluster, namespace)
             path = spec(tmp / f"{namespace}.yaml", namespace, image, EPOCHS, STEPS, claim)
             document = yaml.safe_load(path.read_text())
-            document["spec"].update(restart=mode, backoffLimit=kills + 1)
+            restart = "recreate" if mode == "recreate" else "inPlace"
+            document["spec"].update(restart=restart, backoffLimit=kills + 1)
+            if mode == "inPlaceNoStandby":
+                document["spec"]["env"] = {"TFLAUNCH_STANDBY_IMPORTS": ""}
             path.write_text(yaml.safe_dump(document))
             results[mode] = one_job(cluster, namespace, path, kills)
     finally:
@@ -402,13 +467,13 @@ def main() -> None:
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument(
         "--modes",
-        default="inPlace,recreate,local",
-        help="comma-separated, run in this order: inPlace,recreate,local",
+        default=",".join(MODES),
+        help=f"comma-separated, run in this order: {','.join(MODES)}",
     )
     args = parser.parse_args()
     modes = args.modes.split(",")
-    if not set(modes) <= {"inPlace", "recreate", "local"}:
-        raise SystemExit(f"--modes: unknown mode in {args.modes!r}; use inPlace,recreate,local")
+    if not set(modes) <= set(MODES):
+        raise SystemExit(f"--modes: unknown mode in {args.modes!r}; use {','.join(MODES)}")
     archive = args.archive or Path(sh("images.sh", "path", "trainer"))
     cache = Path(sh("cluster.sh", "port-lock")).parent
     with tempfile.TemporaryDirectory() as tmp, open(cache / "node.lock", "a") as lock:

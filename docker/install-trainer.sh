@@ -9,13 +9,17 @@
 #    constraint, so the launcher's dependencies cannot move it either.
 #  - TensorFlow's GPU images ship cuDNN 8.9, while TensorFlow >= 2.18 loads cuDNN 9
 #    (tensorflow/build#221): the GPU variant adds TensorFlow's own `and-cuda` extra, the
-#    CUDA/cuDNN wheels this exact release was built against.
+#    CUDA/cuDNN wheels this exact release was built against. That extra asks only for ranges
+#    (nvidia-cudnn-cu12 >=9.3,<10), so alone each build would take the newest CUDA wheels of
+#    its day: the wheels come from the GPU lock (TF_GPU_LOCK, docker/base/
+#    requirements-tensorflow-gpu.txt), hash-checked, the versions the offline GPU base has
+#    (hack/images.sh), so `make image` and the offline build get the same CUDA.
 # It ends by importing everything the trainer needs (matplotlib for curves.png, TensorBoard
 # for `tflaunch tensorboard`'s pod), so a broken image fails its build.
 #
 # Usage: install-trainer.sh WHEEL_DIR
 # Environment: VARIANT (gpu|cpu), TF_VERSION, TF_KERAS_VERSION (default TF_VERSION),
-#              PYTHON (default python).
+#              TF_GPU_LOCK (VARIANT=gpu: the GPU lock), PYTHON (default python).
 set -euo pipefail
 
 wheel_dir=${1:?usage: install-trainer.sh WHEEL_DIR}
@@ -31,6 +35,9 @@ case "$variant" in
   gpu | cpu) ;;
   *) die "VARIANT must be gpu or cpu, not '$variant'" ;;
 esac
+gpu_lock=${TF_GPU_LOCK:-}
+[[ $variant == cpu || ( -n $gpu_lock && -f $gpu_lock ) ]] ||
+  die "no GPU lock at '$gpu_lock': set TF_GPU_LOCK to docker/base/requirements-tensorflow-gpu.txt"
 
 # Which distribution provides TensorFlow here, and is it the release we pinned?
 read -r tf_dist tf_installed < <("$python" - <<'PY'
@@ -76,15 +83,21 @@ fi
 "${pip[@]}" --no-deps "tf-keras==${tf_keras_version}"
 if [[ "$variant" == gpu ]]; then
   [[ "$tf_dist" == tensorflow ]] || die "the GPU variant needs the 'tensorflow' distribution, the base has '$tf_dist'"
+  # Each nvidia-* line of the lock with its --hash line; their dependencies are all nvidia-*.
+  awk '/^nvidia-/ {print; getline; print}' "$gpu_lock" >"$workdir/cuda.txt"
+  [[ -s "$workdir/cuda.txt" ]] || die "no nvidia-* wheels in $gpu_lock: regenerate it with hack/images.sh lock gpu"
+  "${pip[@]}" --require-hashes -r "$workdir/cuda.txt"
+  # Now only a check that the extra is satisfied: nothing left for it to download.
   "${pip[@]}" --constraint "$constraints" "tensorflow[and-cuda]==${tf_version}"
 fi
 
 # Import what `python -m trainer` imports, with the legacy Keras switch the pods use.
-TF_USE_LEGACY_KERAS=1 "$python" - "$tf_dist" "$tf_version" "$tf_keras_version" <<'PY'
+# The GPU variant's TensorFlow must be a CUDA build (seeing a GPU cannot be checked in a build).
+TF_USE_LEGACY_KERAS=1 "$python" - "$tf_dist" "$tf_version" "$tf_keras_version" "$variant" <<'PY'
 import importlib.metadata as md
 import sys
 
-tf_dist, tf_version, tf_keras_version = sys.argv[1:]
+tf_dist, tf_version, tf_keras_version, variant = sys.argv[1:]
 import matplotlib
 import tensorboard
 import tensorflow as tf
@@ -96,6 +109,7 @@ import trainer
 assert md.version(tf_dist) == tf_version, f"{tf_dist} moved to {md.version(tf_dist)}"
 assert tf.__version__ == tf_version, f"TensorFlow {tf.__version__}, expected {tf_version}"
 assert md.version("tf-keras") == tf_keras_version, md.version("tf-keras")
+assert variant == "cpu" or tf.test.is_built_with_cuda(), "VARIANT=gpu, but not a CUDA build"
 print(f"install-trainer: TensorFlow {tf.__version__}, tf-keras {tf_keras.__version__}, "
       f"tflaunch {md.version('tflaunch')} ({trainer.__name__}, {launcher.core.contract.__name__})")
 PY

@@ -8,8 +8,9 @@ script, pointing at that shared rootfs. What the pods' securityContext asks of t
 root filesystem, /tmp and /checkpoints writable by that user (the pods' emptyDirs, and
 fsGroup), no capabilities, no privilege escalation.
 
-Usage: oci_config.py UNPACKED OUT N_ENV [KEY=VALUE]*N_ENV [ARG...]
-ARGs replace the image's CMD and keep its ENTRYPOINT, as `docker run IMAGE ARG...` does.
+Usage: oci_config.py UNPACKED OUT MODE N_ENV [KEY=VALUE]*N_ENV [ARG...]
+MODE cmd: ARGs replace the image's CMD and keep its ENTRYPOINT, as `docker run IMAGE ARG...`
+does; MODE command: ARGs replace both, as a pod's `command` does (the rendered pods set it).
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ WRITABLE = ("/tmp", "/checkpoints")
 
 
 def main(argv: list[str]) -> None:
-    unpacked, out, n_env = argv[0], argv[1], int(argv[2])
-    env, args = argv[3 : 3 + n_env], argv[3 + n_env :]
+    unpacked, out, mode, n_env = argv[0], argv[1], argv[2], int(argv[3])
+    if mode not in ("cmd", "command"):
+        sys.exit(f"oci_config: MODE must be cmd or command, not {mode!r}")
+    env, args = argv[4 : 4 + n_env], argv[4 + n_env :]
     with open(f"{unpacked}/config.json") as f:
         spec = json.load(f)
     with open(f"{unpacked}/image-config.json") as f:
         image = json.load(f)["config"]
     process = spec["process"]
     if args:
-        process["args"] = (image.get("Entrypoint") or []) + args
+        process["args"] = args if mode == "command" else (image.get("Entrypoint") or []) + args
     process["env"] = process.get("env", []) + env
     process["terminal"] = False
     process["noNewPrivileges"] = True

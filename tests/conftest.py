@@ -26,6 +26,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # plane) and the rest run beside them.
 TENSORFLOW_MODULES = frozenset(
     {
+        "tests/image/test_gpu_image.py",
         "tests/image/test_images.py",
         "tests/local/test_keras_programs.py",
         "tests/local/test_live_bar.py",

@@ -19,9 +19,7 @@ TensorFlow is never imported here: the GPU check runs in a short-lived child
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -33,28 +31,24 @@ import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import IO, NoReturn
+from typing import NoReturn
 
 from launcher.core import contract, exit_policy
-from trainer import generation_file, generations, known_errors, logs, preflight
+from trainer import generation_file, generations, known_errors, logs, preflight, standby
+from trainer.child import ChildProgram
 from trainer.errors import ConfigError, TrainerError
 from trainer.watchdog import Watchdog, frozen_for
 
 log = logging.getLogger("tflaunch.worker")
 
-STOP_GRACE_SECONDS = 20.0
-"""How long a stalled program gets between SIGTERM and SIGKILL."""
 MOVED_ON_GRACE_SECONDS = 1.0
 """How long a program whose group moved on gets between SIGTERM and SIGKILL: a peer is gone,
 so no save it could start (the trainer's on SIGTERM needs every worker) would finish."""
 CHECKPOINT_POLL_SECONDS = 5.0
 PASSED_THROUGH = frozenset({contract.EXIT_OK, contract.EXIT_CONFIG_ERROR, contract.EXIT_PREEMPTED})
 """The program's exit codes the wrapper returns as they are; everything else becomes 1."""
-_PR_SET_PDEATHSIG = 1
 FORWARDED = frozenset({signal.SIGTERM, signal.SIGINT})
 """The signals the wrapper passes on to the program (eviction, kubectl delete, Ctrl-C)."""
-RECENT_LINES = 40
-"""The program's last lines kept to find its exception line (`contract.exception_line`)."""
 TERMINATION_LOG = Path(contract.TERMINATION_MESSAGE_PATH)
 """Kubernetes' default terminationMessagePath: what is written there shows in the pod's
 status (`tflaunch status`, the operator's failure message), not only in its log."""
@@ -127,6 +121,23 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "counts them), then exit 1; peers meet on the TensorFlow port + "
         f"{contract.CONTROL_PORT_OFFSET} (default: off, every failure ends the worker)",
     )
+    parser.add_argument(
+        "--standby-imports",
+        default=env.get(standby.ENV_IMPORTS, standby.DEFAULT_IMPORTS),
+        metavar="MODULES",
+        help="with --restart-in-place and a Python CMD: a standby interpreter imports these "
+        "(comma-separated) while the program trains, and runs the next generation's program "
+        f'without their import time; "" = off (default: ${standby.ENV_IMPORTS}, else '
+        f"{standby.DEFAULT_IMPORTS})",
+    )
+    parser.add_argument(
+        "--standby-after",
+        type=float,
+        default=standby.DEFAULT_AFTER_SECONDS,
+        metavar="SECONDS",
+        help="how long after a program starts its standby starts (default: "
+        f"{standby.DEFAULT_AFTER_SECONDS:g})",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
 
@@ -148,6 +159,8 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> argparse.Namespac
         raise _UsageError(f"--restart-in-place must be >= 0, got {args.restart_in_place}")
     if args.rendezvous_timeout <= 0 or args.stall_timeout < 0:
         raise _UsageError("--rendezvous-timeout must be > 0 and --stall-timeout >= 0")
+    if args.standby_after < 0:
+        raise _UsageError(f"--standby-after must be >= 0, got {args.standby_after:g}")
     args.command = command
     return args
 
@@ -219,106 +232,6 @@ def check_devices(expect_gpus: int | None, label: str) -> None:
         raise TrainerError(f"{label}: the GPU check crashed (exit {code}); not starting")
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL when the wrapper dies, so no program outlives
-    a wrapper that was itself SIGKILLed (Linux; elsewhere a no-op)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-
-
-class ChildProgram:
-    """The user's program as a child in its own process group, its output passed through.
-
-    Every chunk of output is a heartbeat for the stall watchdog; the last line that is not
-    TensorFlow's C++ logging is kept, to say why the program failed.
-    """
-
-    def __init__(self, command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> None:
-        self._watchdog = watchdog
-        self.env = dict(env)
-        self.forwarded: set[int] = set()
-        """The signals the wrapper passed on to the program (`_on_signal`)."""
-        self.last_line = ""
-        self._recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
-        self.saved_line = ""
-        """The program's last "preempted: every worker saved at step N" line, if any."""
-        try:
-            self.process = subprocess.Popen(
-                list(command), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
-            raise ConfigError(
-                f"cannot start {command[0]!r}: {e.strerror}; check spec.command (and that "
-                "the image has it on PATH)"
-            ) from None
-        assert self.process.stdout is not None and self.process.stderr is not None
-        self._pumps = [
-            threading.Thread(target=self._pump, args=(src, dst), daemon=True)
-            for src, dst in (
-                (self.process.stdout, sys.stdout.buffer),
-                (self.process.stderr, sys.stderr.buffer),
-            )
-        ]
-
-    def pass_output_on(self) -> None:
-        """Start passing the program's output through (until then it waits in the pipes)."""
-        for pump in self._pumps:
-            pump.start()
-
-    def _pump(self, source: IO[bytes], sink: IO[bytes]) -> None:
-        partial = b""
-        for chunk in iter(lambda: os.read(source.fileno(), 65536), b""):
-            self._watchdog.beat()
-            logs.OUTPUT.passthrough(sink, chunk)
-            partial += chunk
-            *lines, partial = partial.split(b"\n")
-            self._remember(lines)
-            partial = partial[-4096:]
-        self._remember([partial])
-        source.close()
-
-    def _remember(self, lines: Sequence[bytes]) -> None:
-        for raw in lines:
-            line = contract.final_frame(raw.decode(errors="replace")).strip()
-            if line and not contract.is_cpp_log_start(line):
-                # A line the program logged in the trainer's format (the built-in trainer)
-                # is quoted by its message only, not with a second timestamp and label.
-                ours = contract.TRAINER_LOG_LINE.match(line)
-                self.last_line = (ours.group("message") if ours else line)[:500]
-                self._recent.append(self.last_line)
-                if contract.saved_step(self.last_line) is not None:
-                    self.saved_line = self.last_line
-
-    @property
-    def reason(self) -> str:
-        """Why the program failed, in its own words: the exception line of its last
-        traceback (not TensorFlow's `[[{{node ...}}]] [Op:...]` trailer after it), else its
-        last line."""
-        return contract.exception_line(list(self._recent)) or self.last_line
-
-    def signal(self, sig: int) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, sig)
-
-    def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
-        """SIGTERM the program's process group; SIGKILL it after `grace` seconds."""
-        self.signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            self.process.wait()
-
-    def finish(self) -> int:
-        """The exit status once the output is drained."""
-        code = self.process.wait()
-        for pump in self._pumps:
-            pump.join(timeout=5.0)
-        return code
-
-
 def newest_mtime(directory: str | None) -> float:
     """The newest modification time under `directory` (0 when absent or empty)."""
     if not directory:
@@ -339,9 +252,13 @@ _running: list[ChildProgram] = []
 """The program once started: from then on SIGTERM and SIGINT are passed on to it."""
 
 
-def start(command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog) -> ChildProgram:
-    """The program; a SIGTERM or SIGINT from now on reaches it (`_on_signal`)."""
-    program = ChildProgram(command, env, watchdog)
+def start(
+    command: Sequence[str], env: Mapping[str, str], watchdog: Watchdog,
+    process: subprocess.Popen[bytes] | None = None,
+) -> ChildProgram:  # fmt: skip
+    """The program (in `process`, a standby, when given); a SIGTERM or SIGINT from now on
+    reaches it (`_on_signal`)."""
+    program = ChildProgram(command, env, watchdog, process)
     # Registered before any of its output is passed on: whoever saw it print may signal
     # at once, and that signal is the program's, not one before it started.
     _running.append(program)
@@ -494,6 +411,7 @@ def run_in_place(
     generation = first = group.me.generation
     stored.say_last_restart()
     code = contract.EXIT_TRANSIENT
+    warm = standby.Standby(args.command, args.standby_imports, args.standby_after)
     try:
         while True:
             started = time.monotonic()
@@ -519,7 +437,7 @@ def run_in_place(
                 failures = group.failures()
                 print(contract.restart_line(generation, failures), flush=True)
             stored.entered(generation, failures)
-            final, failed, exited = run_generation(args, cluster, env, group, generation)
+            final, failed, exited = run_generation(args, cluster, env, group, generation, warm)
             if final is not None:
                 code = final
                 if generation > first:
@@ -540,12 +458,13 @@ def run_in_place(
                 return code
             log.warning("restarting in place at generation %d", generation)
     finally:
+        warm.close()
         group.end(code)
 
 
 def run_generation(
     args: argparse.Namespace, cluster: preflight.WorkerGroup, env: MutableMapping[str, str],
-    group: generations.Group, generation: int,
+    group: generations.Group, generation: int, warm: standby.Standby,
 ) -> tuple[int | None, str, bool]:  # fmt: skip
     """One generation's program: (the worker's exit code, "", False) when the worker ends,
     else (None, the program's error line, whether it exited with an error code rather than
@@ -553,12 +472,15 @@ def run_generation(
     child_env = program_env(env, cluster, args)
     child_env[contract.ENV_RESTARTS] = str(generation)
     termination_message("")  # the previous generation's failure is not this one's end
-    log.info("starting %s", " ".join(args.command))
     stalled = threading.Event()
     watchdog = Watchdog(exit_fn=lambda code: stalled.set())
     try:
         group.begin(generation)
-        program = start(args.command, child_env, watchdog)
+        process = warm.take(child_env)
+        said = f" (in the standby: {args.standby_imports} imported)" if process else ""
+        log.info("starting %s%s", " ".join(args.command), said)
+        program = start(args.command, child_env, watchdog, process)
+        warm.schedule(child_env)
         mapped = supervise(
             program, watchdog, stalled, args.checkpoint_dir, args.stall_timeout, group
         )

@@ -91,6 +91,8 @@ ENV_LOG_LEVEL = "TFLAUNCH_LOG_LEVEL"
 """"debug" shows TensorFlow's own log lines: the trainer lets its C++ INFO and its Python
 INFO through, and `tflaunch local` puts them on the console (as --verbose does)."""
 LOG_LEVEL_DEBUG = "debug"
+ENV_STANDBY_IMPORTS = "TFLAUNCH_STANDBY_IMPORTS"
+"""The modules a restart-in-place standby imports (`trainer.standby`); "" turns standbys off."""
 
 
 def debug_requested(env: Mapping[str, str]) -> bool:

@@ -41,8 +41,9 @@ ANNOTATIONS_BUDGET = 256 * 1024 - 8 * 1024
 annotations on one object, and tflaunch adds its own."""
 
 ENV_PREFIX = "TFLAUNCH_"
-ENV_ALLOWED = frozenset({contract.ENV_LOG_LEVEL})
-"""TFLAUNCH_* names a user may set: TFLAUNCH_LOG_LEVEL=debug shows TensorFlow's own logs."""
+ENV_ALLOWED = frozenset({contract.ENV_LOG_LEVEL, contract.ENV_STANDBY_IMPORTS})
+"""TFLAUNCH_* names a user may set: TFLAUNCH_LOG_LEVEL=debug shows TensorFlow's own logs,
+TFLAUNCH_STANDBY_IMPORTS="" turns restart-in-place standbys off."""
 
 RESERVED_KEY_DOMAINS = ("kubernetes.io", "k8s.io")
 """Label and annotation prefixes Kubernetes keeps for itself (and their subdomains)."""

@@ -124,6 +124,11 @@ def test_tflaunch_log_level_is_allowed():
     assert _env(job)["TFLAUNCH_LOG_LEVEL"] == "debug"
 
 
+def test_standbys_can_be_turned_off_as_docs_restart_in_place_says():
+    job = load_job(EXAMPLE, [("spec.env", {"TFLAUNCH_STANDBY_IMPORTS": ""})])
+    assert _env(job)["TFLAUNCH_STANDBY_IMPORTS"] == ""
+
+
 def test_a_key_written_twice_is_refused(tmp_path):
     path = _spec_file(tmp_path, "  env:\n    A: '1'\n    A: '2'\n")
     with pytest.raises(SpecError, match="twice"):

@@ -12,99 +12,52 @@ the images first (`make images-offline`).
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
 import subprocess
 import sys
-import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from launcher.core import contract
+from tests.image._images import (
+    IMAGES_SH,
+    RUN_TIMEOUT,
+    TF_PIN,
+    UID,
+    VERSION,
+    archive,
+    image_config,
+    images_sh,
+    require_runc,
+    run,
+    tagged,
+)
 
 pytestmark = pytest.mark.image
-
-ROOT = Path(__file__).resolve().parents[2]
-IMAGES_SH = ROOT / "hack" / "images.sh"
-PYPROJECT = (ROOT / "pyproject.toml").read_text()
-VERSION = re.search(r'^version = "([^"]+)"', PYPROJECT, re.M)[1]  # type: ignore[index]
-TF_PIN = re.search(r'"tensorflow==([^"]+)"', PYPROJECT)[1]  # type: ignore[index]
-UID = "10001"
-RUN_TIMEOUT = 900
-
-
-def _unavailable(reason: str) -> None:
-    message = f"image: {reason}"
-    if os.environ.get("TFLAUNCH_REQUIRE_IMAGES") == "1":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-def _images_sh(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(IMAGES_SH), *args], capture_output=True, text=True, timeout=timeout
-    )
-
-
-def _archive(name: str) -> Path:
-    proc = _images_sh("path", name)
-    if proc.returncode != 0:
-        _unavailable(f"no {name} image built for this tree; `make images-offline` builds it")
-    return Path(proc.stdout.strip())
-
-
-def _image_config(archive: Path) -> tuple[list[str], dict[str, Any]]:
-    """The docker-archive's tags and image config (manifest.json, then the config it names)."""
-    with tarfile.open(archive) as tar:
-        manifest = json.load(_member(tar, "manifest.json"))[0]
-        config = json.load(_member(tar, manifest["Config"]))
-    return manifest.get("RepoTags") or [], config
-
-
-def _member(tar: tarfile.TarFile, name: str) -> Any:
-    f = tar.extractfile(name)
-    assert f is not None, f"{name} is not a file in the archive"
-    return f
 
 
 @pytest.fixture(scope="module")
 def trainer_archive() -> Path:
-    return _archive("trainer")
+    return archive("trainer", "images-offline")
 
 
 @pytest.fixture(scope="module")
 def operator_archive() -> Path:
-    return _archive("operator")
+    return archive("operator", "images-offline")
 
 
 @pytest.fixture(scope="module")
 def runc() -> None:
-    if os.geteuid() != 0:
-        _unavailable("running an image needs root (runc)")
-    missing = [tool for tool in ("runc", "skopeo", "umoci") if shutil.which(tool) is None]
-    if missing:
-        _unavailable(f"{', '.join(missing)} not found: apt-get install {' '.join(missing)}")
+    require_runc()
 
 
-def _run(archive: Path, *args: str, name: str | None = None) -> subprocess.CompletedProcess[str]:
-    extra = ["--name", name] if name else []
-    return _images_sh("run", str(archive), *extra, "--", *args, timeout=RUN_TIMEOUT)
-
-
-def _tagged(tags: list[str], ref: str) -> bool:
-    return ref in tags or f"docker.io/library/{ref}" in tags
-
-
-def test_the_trainer_archive_is_the_cpu_image_the_pods_run(trainer_archive: Path) -> None:
-    tags, image = _image_config(trainer_archive)
+def test_the_trainer_archive_is_the_cpu_image_the_podsrun(trainer_archive: Path) -> None:
+    tags, image = image_config(trainer_archive)
     config = image["config"]
 
-    assert _tagged(tags, f"tflaunch-trainer:{VERSION}-cpu"), tags
+    assert tagged(tags, f"tflaunch-trainer:{VERSION}-cpu"), tags
     assert config["User"] == f"{UID}:{UID}"
     assert config["Entrypoint"] == ["python", "-m", contract.WRAPPER_MODULE, "--"]
     assert config["Cmd"] == list(contract.BUILTIN_TRAINER)
@@ -118,10 +71,10 @@ def test_the_trainer_archive_is_the_cpu_image_the_pods_run(trainer_archive: Path
 
 
 def test_the_operator_archive_runs_the_operator_as_10001(operator_archive: Path) -> None:
-    tags, image = _image_config(operator_archive)
+    tags, image = image_config(operator_archive)
     config = image["config"]
 
-    assert _tagged(tags, f"tflaunch-operator:{VERSION}"), tags
+    assert tagged(tags, f"tflaunch-operator:{VERSION}"), tags
     assert config["User"] == f"{UID}:{UID}"
     assert config["Entrypoint"] == ["tflaunch", "operator"]
     assert config["Labels"]["org.opencontainers.image.version"] == VERSION
@@ -133,7 +86,7 @@ def test_the_operator_archive_runs_the_operator_as_10001(operator_archive: Path)
 def test_the_trainer_image_trains_on_its_baked_mnist_as_a_pod_would(
     trainer_archive: Path,
 ) -> None:
-    proc = _run(
+    proc = run(
         trainer_archive,
         *contract.BUILTIN_TRAINER,
         *("--epochs", "1", "--steps-per-epoch", "5"),
@@ -179,7 +132,7 @@ print("PROBE " + json.dumps({
 def test_the_trainer_container_is_restricted_like_a_pod_and_uses_tf_keras(
     trainer_archive: Path,
 ) -> None:
-    proc = _run(trainer_archive, "python", "-c", PROBE)
+    proc = run(trainer_archive, "python", "-c", PROBE)
 
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -199,7 +152,7 @@ def test_the_trainer_container_is_restricted_like_a_pod_and_uses_tf_keras(
 def container_name() -> Iterator[str]:
     name = f"tflaunch-test-{uuid.uuid4().hex[:8]}"
     yield name
-    _images_sh("kill", name, "KILL")
+    images_sh("kill", name, "KILL")
 
 
 @pytest.mark.tf
@@ -224,7 +177,7 @@ def test_sigterm_to_the_containers_pid_1_saves_and_exits_79(
             break
     else:
         pytest.fail("the trainer ended before its first progress line:\n" + "".join(lines))
-    signalled = _images_sh("kill", container_name, "TERM")
+    signalled = images_sh("kill", container_name, "TERM")
     assert signalled.returncode == 0, signalled.stderr
     rest, _ = proc.communicate(timeout=RUN_TIMEOUT)
     out = "".join(lines) + rest

@@ -186,6 +186,23 @@ def test_images_offline_builds_with_the_offline_script(
     ]  # fmt: skip
 
 
+def test_image_gpu_offline_builds_the_gpu_trainer_with_the_offline_script(
+    make_dry_run: MakeDryRun,
+) -> None:
+    assert find_command(make_dry_run("image-gpu-offline"), "images.sh") == [
+        "hack/images.sh", "build", "trainer-gpu",
+    ]  # fmt: skip
+
+
+def test_test_image_gpu_fails_rather_than_skips_without_the_gpu_image(
+    make_dry_run: MakeDryRun,
+) -> None:
+    env, argv = find_command_with_env(make_dry_run("test-image-gpu"), "pytest")
+
+    assert env == {"TFLAUNCH_REQUIRE_GPU_IMAGE": "1"}
+    assert argv[-1] == "tests/image/test_gpu_image.py"
+
+
 def test_images_smoke_runs_the_trainer_archive(make_dry_run: MakeDryRun) -> None:
     assert find_command(make_dry_run("images-smoke"), "images.sh") == ["hack/images.sh", "smoke"]
 

@@ -21,7 +21,6 @@ import yaml
 from tests.e2e.conftest import ControlPlane, eventually
 from tests.node.conftest import node_sh
 from tests.node.test_mnist import (  # noqa: F401 (fixtures)
-    RESUMED,
     backup_saved,
     kill_worker_1_after_the_first_backup,
     namespace,
@@ -29,6 +28,7 @@ from tests.node.test_mnist import (  # noqa: F401 (fixtures)
     shared_claim,
     worker_lines,
 )
+from trainer import standby
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
@@ -37,8 +37,18 @@ def program_of(pod: str) -> int:
     """The host PID of the program the wrapper (the container's PID 1) runs."""
     container = node_sh("crictl", "ps", "-q", "--label", f"io.kubernetes.pod.name={pod}")
     wrapper = json.loads(node_sh("crictl", "inspect", container))["info"]["pid"]
-    (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
-    return int(child)
+    return the_program_of(wrapper)
+
+
+def the_program_of(wrapper: int) -> int:
+    """The wrapper's child that is its program, not a waiting standby (`trainer.standby`)."""
+    children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    (program,) = [
+        int(pid)
+        for pid in children
+        if Path(f"/proc/{pid}/comm").read_text().strip() != standby.PROCESS_NAME
+    ]
+    return program
 
 
 def pods(cluster: ControlPlane, where: str) -> dict[str, dict]:
@@ -77,12 +87,18 @@ def in_place_spec(path: Path, where: str, image: str, claim: str) -> Path:
     return spec
 
 
+RESUMED_ANYWHERE = r"at step (?P<step>\d+) \(epoch \d+, step \d+\)"
+"""A resume at an epoch's end (its backup), or mid-epoch: where every worker saved on the
+SIGTERM of a pod deletion, when it came after the program had started training."""
+
+
 def resumed_steps(logs_out: str, logs: object) -> list[int]:
     """The step each worker resumed from, once each."""
     steps = []
     for worker in (0, 1):
         lines = worker_lines(logs, worker)  # type: ignore[arg-type]
-        resumed = [re.search(RESUMED, line) for line in lines if "resuming from the backup" in line]
+        said = [line for line in lines if "resuming from the backup" in line]
+        resumed = [re.search(RESUMED_ANYWHERE, line) for line in said]
         assert len(resumed) == 1 and resumed[0] is not None, logs_out
         steps.append(int(resumed[0]["step"]))
     return steps

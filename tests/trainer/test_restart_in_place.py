@@ -26,6 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 WRAPPER = [sys.executable, "-m", contract.WRAPPER_MODULE]
 TIMEOUT = 60
 
+PRELOADED = "colorsys"
+"""What the standbys import here: small, and not imported by Python's own start."""
+
 PROGRAM = """
 import os, signal, sys, time
 worker, generation = os.environ["TFLAUNCH_WORKER_INDEX"], os.environ["TFLAUNCH_RESTARTS"]
@@ -85,6 +88,8 @@ class Group:
         program = PROGRAM.format(runs=str(self.runs), body=self.bodies[index])
         return subprocess.Popen(
             [*WRAPPER, "--restart-in-place", str(self.budget), "--rendezvous-timeout", "30",
+             # Every generation after the first runs in a standby (trainer.standby).
+             "--standby-after", "0", "--standby-imports", PRELOADED,
              "--", sys.executable, "-c", program],
             env=_env({contract.ENV_TF_CONFIG: json.dumps(tf_config), **self.env}),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -135,6 +140,25 @@ def test_a_killed_program_restarts_every_workers_program_at_the_next_generation(
         assert group.generations(i) == [0, 1]
     assert "restarting in place at generation 1" in err
     assert "INFO restarts in place: 1 (generation 1)" in err
+
+
+def test_a_restarted_program_runs_in_a_standby_that_imported_before_the_failure(
+    tmp_path: Path, groups: list[Group]
+) -> None:
+    seen = tmp_path / "preloaded"
+    preloaded = f"str({PRELOADED!r} in sys.modules)"
+    report = f"open(f'{seen}-{{worker}}-{{generation}}', 'w').write({preloaded})\n"
+    crash = "if generation == '0':\n    time.sleep(1); os.kill(os.getpid(), signal.SIGKILL)\n"
+    group = Group(tmp_path, [report + HANG_UNTIL_RESTARTED, report + crash])
+    groups.append(group)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_OK, err
+        assert group.generations(i) == [0, 1]
+        # Generation 0 started cold; 1 in the standby started while 0 ran.
+        assert Path(f"{seen}-{i}-0").read_text() == "False"
+        assert Path(f"{seen}-{i}-1").read_text() == "True"
+        assert f"(in the standby: {PRELOADED} imported)" in err
 
 
 def test_every_wrapper_names_the_restart_and_the_program_that_failed_in_one_line(

@@ -350,6 +350,7 @@ def test_output_keeps_a_program_alive() -> None:
         (["--"], "no program to run"),
         (["--expect-gpus", "x", "--", "true"], "--expect-gpus"),
         (["--stall-timeout", "-1", "--", "true"], "--stall-timeout"),
+        (["--standby-after", "-1", "--", "true"], "--standby-after must be >= 0, got -1"),
     ],
 )
 def test_bad_wrapper_flags_are_config_errors(argv: list[str], says: str) -> None:
