@@ -13,7 +13,9 @@
 #     a second one on $REGISTRY_AUTH_PORT serves the same images behind htpasswd (a private
 #     registry, for spec.imagePullSecrets);
 #   - $SHARED on the host is mounted into every node at /tflaunch-shared: a hostPath volume
-#     there is one directory for pods on any node (a ReadWriteMany checkpoint claim).
+#     there is one directory for pods on any node (a ReadWriteMany checkpoint claim);
+#   - nothing in kind enforces NetworkPolicy (kindnetd would): every node runs kube-router's
+#     network policy controller (hack/kind/kube-router.service), given its credentials here.
 # The cluster's shape (one control plane, two workers) comes from manifests/kind/cluster.yaml.
 #
 # Usage: hack/kind.sh build | up | push [trainer|operator] | down | env | registry up|down | kind ARG...
@@ -194,6 +196,62 @@ JSON
 
 kubectl_() { local kubeconfig=$1; shift; "$("$here/cluster.sh" bin)/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
+# NetworkPolicy enforcement on every node: kube-router's network policy controller, the unit
+# hack/kind/kube-router.service baked into the node image. What it reads is granted to its
+# ServiceAccount by the ClusterRole of upstream's manifests, read-only (hack/node.sh grants
+# the same to the real node's kube-router). Each node gets a token for it and the API
+# server's address as its kubelet knows it; the unit is (re)started, and on a node that
+# restarts later systemd starts it again with them.
+network_policies() {
+  local kubeconfig=$1 start=$SECONDS token node server
+  kubectl_ "$kubeconfig" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kube-router, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: tflaunch-kube-router}
+rules:
+- {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
+- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: tflaunch-kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: tflaunch-kube-router}
+subjects:
+- {kind: ServiceAccount, name: kube-router, namespace: kube-system}
+EOF
+  # 48 h, as the real node's certificates: longer than a test rig lives; `up` renews it.
+  token=$(kubectl_ "$kubeconfig" -n kube-system create token kube-router --duration=48h)
+  for node in $(kind_ get nodes --name "$CLUSTER"); do
+    server=$(docker exec "$node" sed -n 's/^ *server: *//p' /etc/kubernetes/kubelet.conf)
+    [ -n "$server" ] || die "no API server address in $node's /etc/kubernetes/kubelet.conf"
+    docker exec -i "$node" sh -euc 'umask 077 && mkdir -p /etc/kube-router && cat >/etc/kube-router/kubeconfig' <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: kind, cluster: {server: "$server", certificate-authority: /etc/kubernetes/pki/ca.crt}}]
+users: [{name: kube-router, user: {token: "$token"}}]
+contexts: [{name: kube-router, context: {cluster: kind, user: kube-router}}]
+current-context: kube-router
+EOF
+    printf 'NODE_NAME=%s\nSERVICE_CIDR=%s\n' "$node" "$SERVICE_SUBNET" |
+      docker exec -i "$node" sh -c 'cat >/etc/kube-router/env'
+    docker exec "$node" systemctl restart kube-router
+  done
+  for node in $(kind_ get nodes --name "$CLUSTER"); do
+    for _ in $(seq 1 120); do
+      docker exec "$node" iptables -t filter -S KUBE-ROUTER-FORWARD >/dev/null 2>&1 && continue 2
+      sleep 0.5
+    done
+    docker exec "$node" journalctl -u kube-router --no-pager -n 20 >&2 || true
+    die "kube-router's policy chains did not appear on $node in 60 s"
+  done
+  log "NetworkPolicy enforced by kube-router on every node in $((SECONDS - start)) s"
+}
+
 cmd_up() {
   local start=$SECONDS image config kubeconfig
   "$here/kind/docker.sh" up
@@ -215,19 +273,24 @@ cmd_up() {
   configure_nodes "$kubeconfig"
   kubectl_ "$kubeconfig" wait --for=condition=Ready nodes --all --timeout=180s >&2
   kubectl_ "$kubeconfig" -n kube-system rollout status deployment/coredns --timeout=180s >&2
+  network_policies "$kubeconfig"
   log "cluster $CLUSTER up in $((SECONDS - start)) s (kubeconfig: $kubeconfig)"
 }
 
-# push: the offline images (make images-offline: docker-archives in the cache) into the
-# registry, as `make push` does with docker on a laptop; prints each pushed reference.
+# push: the offline images (make images-offline: docker-archives in the cache, and Kubeflow's
+# TFJob example as an OCI layout directory) into the registry, as `make push` does with
+# docker on a laptop, named without docker.io's prefixes; prints each pushed reference.
 cmd_push() {
-  local ref archive start=$SECONDS
+  local ref archive source start=$SECONDS
   command -v skopeo >/dev/null || die "skopeo not found: apt-get install skopeo"
   registry_up
   while read -r ref archive; do
     [ -n "$archive" ] || continue
-    ref=${ref#docker.io/library/}
-    skopeo copy --quiet --dest-tls-verify=false "docker-archive:$archive" "docker://localhost:$REGISTRY_PORT/$ref" >&2
+    ref=${ref#docker.io/}
+    ref=${ref#library/}
+    source=docker-archive:$archive
+    [ ! -d "$archive" ] || source=oci:$archive
+    skopeo copy --quiet --dest-tls-verify=false "$source" "docker://localhost:$REGISTRY_PORT/$ref" >&2
     printf 'localhost:%s/%s\n' "$REGISTRY_PORT" "$ref"
   done < <("$here/images.sh" build "${1:-all}")
   log "pushed in $((SECONDS - start)) s"

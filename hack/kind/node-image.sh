@@ -7,6 +7,8 @@
 #          debootstrap), kind's entrypoint, /kind/bin scripts, systemd units and containerd
 #          config; containerd, ctr, the runc shim, crictl and the CNI plugins from the real
 #          node's build (hack/node.sh), runc from Debian; cri-base.json from `ctr oci spec`;
+#          kube-router from the same build, as a unit enforcing NetworkPolicy
+#          (hack/kind/kube-router.service; hack/kind.sh gives it its credentials);
 #   node:  kubeadm, kubelet and kubectl in /usr/bin, /kind/version, and the control plane's
 #          images (kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, etcd,
 #          CoreDNS, pause) imported into the node's containerd (k8s.io namespace, pinned).
@@ -36,7 +38,8 @@ DOCKER=${DOCKER:-docker}
 log() { printf 'kind-node-image: %s\n' "$*" >&2; }
 die() { printf 'kind-node-image: error: %s\n' "$*" >&2; exit 2; }
 
-key=$({ cat "$here/node-image.sh" "$here/rootfs.sh" "$here/sandbox-entrypoint"
+key=$({ cat "$here/node-image.sh" "$here/rootfs.sh" "$here/sandbox-entrypoint" \
+  "$here/kube-router.service"
   echo "$K8S_VERSION $ETCD_VERSION $COREDNS_VERSION $KIND_MODULE $NODE_BIN $CP_BIN"; } | sha256sum | cut -c1-16)
 IMAGE=tflaunch.dev/kind-node:$K8S_VERSION-$key
 if $DOCKER image inspect "$IMAGE" >/dev/null 2>&1; then printf '%s\n' "$IMAGE"; exit 0; fi
@@ -112,11 +115,12 @@ rm -f "$root"/lib/systemd/system/multi-user.target.wants/* "$root"/etc/systemd/s
 echo "ReadKMsg=no" >>"$root/etc/systemd/journald.conf"
 ln -sf /usr/lib/systemd/systemd "$root/sbin/init"
 mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
-for unit in kubelet containerd undo-mount-hacks; do
+install -m 0644 "$here/kube-router.service" -t "$root/etc/systemd/system/"
+for unit in kubelet containerd undo-mount-hacks kube-router; do
   ln -sf "/etc/systemd/system/$unit.service" "$root/etc/systemd/system/multi-user.target.wants/$unit.service"
 done
 ln -sf /dev/null "$root/etc/systemd/system/systemd-binfmt.service"
-for b in containerd ctr containerd-shim-runc-v2 crictl; do install -m 0755 "$NODE_BIN/$b" "$root/usr/local/bin/"; done
+for b in containerd ctr containerd-shim-runc-v2 crictl kube-router; do install -m 0755 "$NODE_BIN/$b" "$root/usr/local/bin/"; done
 install -m 0755 "$NODE_BIN"/cni/* -t "$root/opt/cni/bin/"
 install -D -m 0755 "$(command -v runc)" "$root/usr/local/sbin/runc"
 "$NODE_BIN/ctr" oci spec |

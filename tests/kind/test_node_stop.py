@@ -1,8 +1,12 @@
 """A kind worker node stopped while the group trains, then started again (issue 34): the two
 workers are on different nodes (a required anti-affinity) and checkpoint to one directory
-that every node mounts (hack/kind.sh's shared host directory, as a ReadWriteMany claim). The
-job must end Succeeded, the new group resuming from the last backup, and `wait` must say what
-happened on the way."""
+that every node mounts (hack/kind.sh's shared host directory, as a ReadWriteMany claim).
+
+The job restarts in place (the default): the survivor's program fails on the lost peer and
+its wrapper restarts it in its own pod, then waits at the barrier for its peer; the lost
+node's pod fails once the node is back, the Job replaces it, and the new wrapper joins the
+survivor's generation. The job must end Succeeded, the group resuming from the last backup,
+and `wait` must say what happened on the way (the replaced worker and the restart in place)."""
 
 from __future__ import annotations
 
@@ -99,9 +103,11 @@ def test_a_node_stopped_mid_training_and_started_again_ends_in_success_resumed(
         stopped = nodes["1"]
         kind.docker("stop", "-t", "2", stopped)
         stopped_at = time.monotonic()
+        # The survivor restarts in place and waits for its peer at the barrier
+        # (trainer.rendezvousTimeoutSeconds); `wait` says so once the group is whole again.
         eventually(
-            lambda: any("worker 0 restarted" in line for line in said),
-            timeout=600, interval=2, what="the survivor's restart",
+            lambda: "restarting in place at generation 1" in chief_log(kind, namespace),
+            timeout=600, interval=2, what="the survivor's restart in place",
         )  # fmt: skip
         while time.monotonic() - stopped_at < 60:  # the node stays away a minute
             time.sleep(5)
@@ -119,4 +125,5 @@ def test_a_node_stopped_mid_training_and_started_again_ends_in_success_resumed(
 
     assert wait.returncode == 0, text
     assert "worker 1 restarted" in text, text  # the lost node's pod, failed once it came back
+    assert "restart in place 1:" in text, text  # the survivor's, said once the group met
     assert "resuming from the backup" in chief_log(kind, namespace), text
