@@ -204,18 +204,10 @@ kubectl_() { local kubeconfig=$1; shift; "$("$here/cluster.sh" bin)/kubectl" --k
 # restarts later systemd starts it again with them.
 network_policies() {
   local kubeconfig=$1 start=$SECONDS token node server
-  kubectl_ "$kubeconfig" apply -f - >/dev/null <<EOF
+  { cat "$here/kube-router/clusterrole.yaml"; echo ---; cat <<EOF; } | kubectl_ "$kubeconfig" apply -f - >/dev/null
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: kube-router, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: tflaunch-kube-router}
-rules:
-- {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
-- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
-- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

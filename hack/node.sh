@@ -442,15 +442,7 @@ daemon_name() {
 # the selected pods. (kube-network-policies, the reference engine, needs the nftables
 # `queue` expression, which this machine's kernel lacks: docs/testing.md.)
 network_policies() {
-  kubectl_admin apply -f - >/dev/null <<EOF
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: tflaunch-kube-router}
-rules:
-- {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
-- {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
-- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
----
+  { cat "$here/kube-router/clusterrole.yaml"; echo ---; cat <<EOF; } | kubectl_admin apply -f - >/dev/null
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: tflaunch-kube-router}
