@@ -48,15 +48,18 @@ check-newer: ## Install the newest releases (no constraints) in a throwaway venv
 		-k 'not kopf_e2e and not process' $(NEWER_TESTS)
 
 # xdist workers for `make test` (TEST_WORKERS=0: one process). The scheduler in
-# tests/conftest.py keeps the TensorFlow tests on one worker, one after another, while the
-# e2e tests (each worker starts its own control plane) and the rest run beside them.
-TEST_WORKERS ?= 3
+# tests/conftest.py keeps the TensorFlow tests on one worker, one after another, the real
+# node's tests on a second and the kind rig's on a third, while the e2e tests (each worker
+# starts its own control plane) and the rest run on the fourth and fill the gaps.
+TEST_WORKERS ?= 4
 PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: test
-test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane and the real node first when Go is there)
+test: install ## Run the test suite on TEST_WORKERS xdist workers (builds the e2e control plane, the real node and, as root with docker.io, the kind rig first when Go is there)
 	@if command -v go >/dev/null 2>&1; then hack/cluster.sh build && hack/node.sh build && hack/kueue.sh build; \
 	else echo "make test: Go not found, so tests/e2e will skip (install Go >= 1.26 to run them)"; fi
+	@if command -v go >/dev/null 2>&1 && command -v dockerd >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		bash hack/kind.sh build; fi
 	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 .PHONY: lint
@@ -296,6 +299,10 @@ kind-operator-test: install ## End-to-end on kind, operator mode: install it, ap
 	TIMEOUT=$(KIND_OPERATOR_TIMEOUT) ARTIFACTS=$(ARTIFACTS)/operator \
 	KIND=$(KIND) KUBECTL=$(KUBECTL) PYTHON=$(BIN)/python \
 	bash scripts/kind-operator-test.sh
+
+.PHONY: kind-build
+kind-build: ## This machine's kind rig: kind, kubeadm, the registry and the offline node image, once into ~/.cache/tflaunch (root, docker.io)
+	bash hack/kind.sh build
 
 .PHONY: kind-rig-test
 kind-rig-test: install ## This machine's kind rig (hack/kind.sh), whole: up, push, both kind tests, tests/kind, down (also on a failure)

@@ -288,10 +288,21 @@ cmd_push() {
   log "pushed in $((SECONDS - start)) s"
 }
 
+# build: the node image is built by the rig's dockerd; one this command started stops again.
+cmd_build() {
+  local running=true
+  "$here/kind/docker.sh" status >/dev/null 2>&1 || running=false
+  "$here/kind/docker.sh" up
+  build_tools
+  node_image >/dev/null
+  [ "$running" = true ] || "$here/kind/docker.sh" down
+}
+
 cmd_down() {
   if [ -x "$KIND_DIR/kind" ] && "$here/kind/docker.sh" status >/dev/null 2>&1; then
     kind_ delete cluster --name "$CLUSTER" --kubeconfig "$KIND_DIR/kubeconfig-$CLUSTER" || true
   fi
+  rm -f "$KIND_DIR/kubeconfig-$CLUSTER" # no kubeconfig: no cluster (tests/kind reads it so)
   registry_down
   # kind's docker network outlives the cluster; its bridge would stay on the host.
   if "$here/kind/docker.sh" status >/dev/null 2>&1; then docker network rm kind >/dev/null 2>&1 || true; fi
@@ -299,7 +310,7 @@ cmd_down() {
 }
 
 case ${1:-} in
-  build) "$here/kind/docker.sh" up && build_tools && node_image ;;
+  build) cmd_build ;;
   up) cmd_up ;;
   down) cmd_down ;;
   env)

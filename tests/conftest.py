@@ -53,25 +53,32 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-# The real node (hack/node.sh) is one per machine: every module of tests/node/ runs on one
-# xdist worker, in one unit, so that one session fixture owns it.
+# The real node (hack/node.sh) and the kind rig (hack/kind.sh) are one per machine each: every
+# module of tests/node/ runs on one xdist worker, in one unit, so that one session fixture
+# owns the node, and every module of tests/kind/ in another, for the rig.
 NODE_SUITE = "tests/node/"
+KIND_SUITE = "tests/kind/"
+RIG_SUITES = {NODE_SUITE: "node", KIND_SUITE: "kind"}
+
+
+def _rig_unit(module: str) -> str | None:
+    return next((unit for suite, unit in RIG_SUITES.items() if module.startswith(suite)), None)
 
 
 def _rank(item: pytest.Item) -> int:
     module = _module(item.nodeid)
     if module in TENSORFLOW_MODULES:
         return 0
-    if module.startswith(NODE_SUITE):  # the longest unit after TensorFlow's: handed out next
+    if _rig_unit(module):  # the longest units after TensorFlow's: handed out next
         return 1
     return 2 if module.startswith("tests/e2e/") else 3
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: the TensorFlow modules first, then the real node's unit (every
-    module of tests/node: the longest after TensorFlow's, so it must start at once), then the
-    e2e modules (long waits), then the quick rest, which fills the gaps at the end; the
-    scheduler hands out modules in this order."""
+    """On an xdist worker: the TensorFlow modules first, then the real node's and the kind
+    rig's units (every module of tests/node, of tests/kind: the longest after TensorFlow's,
+    so they must start at once), then the e2e modules (long waits), then the quick rest,
+    which fills the gaps at the end; the scheduler hands out modules in this order."""
     if hasattr(config, "workerinput"):
         items.sort(key=_rank)  # stable: the same order on every worker, modules kept whole
 
@@ -103,6 +110,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             module = _module(nodeid)
             if module in TENSORFLOW_MODULES:
                 return "tensorflow"
-            return "node" if module.startswith(NODE_SUITE) else module
+            return _rig_unit(module) or module
 
     return TensorFlowApart(config, log)

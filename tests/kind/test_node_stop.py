@@ -10,7 +10,6 @@ and `wait` must say what happened on the way (the replaced worker and the restar
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -20,46 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import ROOT, eventually, stop_process
-from tests.kind.conftest import Kind, kind_sh, mnist_spec
+from tests.kind.conftest import Kind, kind_sh, mnist_spec, shared_claim
 
 pytestmark = pytest.mark.timeout(2400)  # a node stopped, minutes of recovery, training
-
-
-def shared_claim(kind: Kind, namespace: str) -> str:
-    """A ReadWriteMany claim on a directory of the host that every kind node mounts."""
-    host = Path(kind.setting("SHARED")) / namespace
-    host.mkdir(parents=True, exist_ok=True)
-    os.chmod(host, 0o777)  # the trainer runs as a non-root user
-    name = f"ckpt-{namespace}"
-    kind.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": f"/tflaunch-shared/{namespace}", "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": "checkpoints"},
-            },
-        }
-    )
-    kind.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "checkpoints", "namespace": namespace},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-    )
-    return name
 
 
 def chief_log(kind: Kind, namespace: str) -> str:

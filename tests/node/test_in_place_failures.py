@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import ControlPlane
-from tests.node.test_mnist import (  # noqa: F401 (fixtures)
+from tests.node.jobs import (  # noqa: F401 (fixtures)
     namespace,
     real_node_spec,
     shared_claim,

@@ -18,18 +18,18 @@ import yaml
 
 from tests.e2e.conftest import ControlPlane, eventually, stop_process
 from tests.e2e.test_kueue import _lines_of, own_queue, running_kueue
-from tests.node import test_mnist
+from tests.node import jobs
 from tests.node.conftest import NODE_NAME
-from tests.node.test_mnist import real_node_spec, worker_lines
+from tests.node.jobs import real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
 RESUMED = r"at step (?P<step>\d+) \(epoch \d+, step [1-9]\d*\)"
 """The trainer's resume line after a save inside an epoch (an epoch-end backup says `step 0`)."""
 
-# test_mnist's fixtures, here too: a fresh namespace and a claim on the node's disk.
-namespace = test_mnist.namespace
-shared_claim = test_mnist.shared_claim
+# the fixtures of tests/node/jobs.py, here too: a fresh namespace and a claim on the node's disk.
+namespace = jobs.namespace
+shared_claim = jobs.shared_claim
 
 
 @pytest.fixture

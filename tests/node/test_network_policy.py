@@ -20,13 +20,13 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import ControlPlane, eventually
-from tests.node import test_mnist as mnist
+from tests.node import jobs as mnist
 from tests.node.conftest import real_pod
-from tests.node.test_mnist import real_node_spec, worker_lines
+from tests.node.jobs import real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
-namespace = mnist.namespace  # test_mnist's fixture
+namespace = mnist.namespace  # tests/node/jobs.py's fixture
 
 METADATA = "169.254.169.254"
 NETNS = "tflaunch-metadata"

@@ -32,14 +32,14 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import ControlPlane, eventually
-from tests.node import test_mnist as mnist
+from tests.node import jobs as mnist
 from tests.node.conftest import node_sh
-from tests.node.test_mnist import RESUMED, backup_saved, real_node_spec, worker_lines
+from tests.node.jobs import RESUMED, backup_saved, real_node_spec, worker_lines
 from tests.node.test_restart_in_place import pods, program_of
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
-namespace = mnist.namespace  # test_mnist's fixtures
+namespace = mnist.namespace  # tests/node/jobs.py's fixtures
 shared_claim = mnist.shared_claim
 
 DAEMONS = ("kubelet", "containerd", "coredns")

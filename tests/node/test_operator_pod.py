@@ -28,16 +28,16 @@ from launcher import __version__
 from launcher.api.identity import GROUP, PLURAL
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import CHART, _helm_binary
-from tests.node import test_mnist as mnist
+from tests.node import jobs as mnist
 from tests.node import test_restart_in_place as in_place_test
 from tests.node.conftest import NODE_NAME, REAL_NODE, built_archive, node_sh
-from tests.node.test_mnist import kill_worker_1_after_the_first_backup, real_node_spec, worker_lines
+from tests.node.jobs import kill_worker_1_after_the_first_backup, real_node_spec, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 
 OPERATOR = "tflaunch-operator"
 
-# test_mnist's fixtures: a namespace, a shared volume.
+# tests/node/jobs.py's fixtures: a namespace, a shared volume.
 namespace = mnist.namespace
 shared_claim = mnist.shared_claim
 

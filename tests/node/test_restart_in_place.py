@@ -20,7 +20,7 @@ import yaml
 
 from tests.e2e.conftest import ControlPlane, eventually
 from tests.node.conftest import node_sh
-from tests.node.test_mnist import (  # noqa: F401 (fixtures)
+from tests.node.jobs import (  # noqa: F401 (fixtures)
     backup_saved,
     kill_worker_1_after_the_first_backup,
     namespace,

@@ -19,7 +19,7 @@ import yaml
 
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.node.conftest import REAL_NODE
-from tests.node.test_mnist import succeeded_on_the_node, worker_lines
+from tests.node.jobs import succeeded_on_the_node, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 

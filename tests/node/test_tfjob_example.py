@@ -34,8 +34,8 @@ from tests.core.test_tfjob_tf_config import GOLDENS, _with_our_hosts
 from tests.e2e.conftest import ROOT, ControlPlane, eventually
 from tests.e2e.test_chart_install import Release, run_operator  # noqa: F401 (a fixture)
 from tests.node.conftest import NODE_NAME, built_archive, node_sh
+from tests.node.jobs import host_path_claim, succeeded_on_the_node, worker_lines
 from tests.node.registry import Registry, mirrored
-from tests.node.test_mnist import host_path_claim, succeeded_on_the_node, worker_lines
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
 

@@ -10,7 +10,7 @@
   that does not exist: the pods stay in ContainerCreating and only the kubelet's FailedMount
   event says why; `wait` ends with exit 5 after never_starts.GRACE_SECONDS naming it.
 
-The node runs cgroup v1 with the cgroupfs driver (hack/node.sh), so runc enforces
+On the kind rig: its nodes run cgroup v1 (hack/kind.sh), so runc inside a node enforces
 limits.memory. The times and counts are printed for docs/testing.md, never asserted.
 """
 
@@ -25,13 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import ROOT, ControlPlane, eventually
-from tests.node import test_mnist as mnist
-from tests.node.test_mnist import own_program_spec, real_node_spec
+from tests.e2e.conftest import ROOT, eventually
+from tests.kind.conftest import Kind, mnist_spec, own_program_spec
 
-pytestmark = [pytest.mark.node, pytest.mark.slow]
-
-namespace = mnist.namespace  # test_mnist's fixture
+pytestmark = pytest.mark.timeout(900)  # OOM kills and restarts: minutes
 GROW = ROOT / "tests" / "data" / "oom" / "grow_on_worker_1.py"
 
 
@@ -49,8 +46,8 @@ def oom_spec(path: Path, namespace: str, image: str, backoff_limit: int) -> Path
     return spec
 
 
-def terminated_reasons(real_node: ControlPlane, namespace: str) -> list[tuple[str, str]]:
-    pods = real_node.get("pods", "-n", namespace)["items"]
+def terminated_reasons(kind: Kind, namespace: str) -> list[tuple[str, str]]:
+    pods = kind.get("pods", "-n", namespace)["items"]
     return [
         (p["metadata"]["name"], s["state"].get("terminated", {}).get("reason"))
         for p in pods
@@ -58,14 +55,13 @@ def terminated_reasons(real_node: ControlPlane, namespace: str) -> list[tuple[st
     ]
 
 
-@pytest.mark.timeout(900)
 def test_a_worker_oom_killed_twice_at_the_same_step_is_named_and_not_looped_on(
-    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+    kind: Kind, namespace: str, tmp_path: Path
 ) -> None:
-    spec = oom_spec(tmp_path / "job.yaml", namespace, trainer_image, backoff_limit=3)
+    spec = oom_spec(tmp_path / "job.yaml", namespace, kind.trainer, backoff_limit=3)
 
     started = time.monotonic()
-    run = real_node.tflaunch(
+    run = kind.tflaunch(
         "submit", str(spec), "--script", str(GROW), "--workers", "2", "--wait",
         "--timeout", "10m", timeout=700,
     )  # fmt: skip
@@ -80,46 +76,45 @@ def test_a_worker_oom_killed_twice_at_the_same_step_is_named_and_not_looped_on(
     assert "raise spec.resources.limits.memory" in error, run.err
     assert "OOM-killed again at step 5, as before at step 5" in error, run.err
     assert any("worker 1 restarted (1 so far): it was OOMKilled" in line for line in restarted)
-    job = real_node.get("jobs", "oom-worker", "-n", namespace)
+    job = kind.get("jobs", "oom-worker", "-n", namespace)
     assert job["spec"]["backoffLimit"] == 0, job["spec"]
-    ends = terminated_reasons(real_node, namespace)
+    ends = terminated_reasons(kind, namespace)
     print(f"OOM: pods {ends}; Job status {job.get('status')}")
     assert sum(reason == "OOMKilled" for _, reason in ends) == 2, ends  # stopped at the second
-    status = real_node.tflaunch("status", "oom", "-n", namespace, "-o", "json")
+    status = kind.tflaunch("status", "oom", "-n", namespace, "-o", "json")
     assert "OOMKilledAgain" in status.out, status
 
 
-@pytest.mark.timeout(900)
 def test_without_wait_the_oom_killed_group_restarts_exactly_backoff_limit_times(
-    real_node: ControlPlane, trainer_image: str, namespace: str, tmp_path: Path
+    kind: Kind, namespace: str, tmp_path: Path
 ) -> None:
     """Nobody waits, so nothing stops the loop: the indexed Job's own budget (backoffLimit
     x workers pod failures, both workers' pods failing in each attempt) ends it after
     spec.backoffLimit group restarts, as the operator's count would."""
-    spec = oom_spec(tmp_path / "job.yaml", namespace, trainer_image, backoff_limit=2)
+    spec = oom_spec(tmp_path / "job.yaml", namespace, kind.trainer, backoff_limit=2)
     started = time.monotonic()
-    run = real_node.tflaunch("submit", str(spec), "--script", str(GROW), "--workers", "2")
+    run = kind.tflaunch("submit", str(spec), "--script", str(GROW), "--workers", "2")
     assert run.code == 0, run
 
     def failed() -> bool:
-        job = real_node.get("jobs", "oom-worker", "-n", namespace)
+        job = kind.get("jobs", "oom-worker", "-n", namespace)
         return any(
             c["type"] in ("Failed", "FailureTarget") and c["status"] == "True"
             for c in job.get("status", {}).get("conditions", [])
         )
 
     eventually(failed, timeout=600, interval=2, what="the Job to spend its backoffLimit")
-    ends = terminated_reasons(real_node, namespace)
+    ends = terminated_reasons(kind, namespace)
     print(f"budget: the Job failed after {time.monotonic() - started:.0f}s; pods {ends}")
     assert sum(reason == "OOMKilled" for _, reason in ends) == 3, ends  # 2 restarts + the last
 
 
 @pytest.fixture
-def missing_directory_claim(real_node: ControlPlane, namespace: str) -> Iterator[str]:
+def missing_directory_claim(kind: Kind, namespace: str) -> Iterator[str]:
     """A claim `checkpoints` bound to a hostPath PersistentVolume whose directory is not on
     the node (`type: Directory` makes the kubelet check it)."""
     name = f"missing-{uuid.uuid4().hex[:5]}"
-    real_node.apply({
+    kind.apply({
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {"name": name},
@@ -132,7 +127,7 @@ def missing_directory_claim(real_node: ControlPlane, namespace: str) -> Iterator
             "claimRef": {"namespace": namespace, "name": "checkpoints"},
         },
     })  # fmt: skip
-    real_node.apply({
+    kind.apply({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": "checkpoints"},
@@ -144,24 +139,23 @@ def missing_directory_claim(real_node: ControlPlane, namespace: str) -> Iterator
         },
     }, namespace)  # fmt: skip
     yield name
-    real_node.kubectl("delete", "pv", name, "--wait=false", check=False)
+    kind.kubectl("delete", "pv", name, "--wait=false", check=False)
 
 
 @pytest.mark.timeout(600)
 def test_a_volume_that_cannot_mount_ends_the_wait_with_exit_5_naming_it(
-    real_node: ControlPlane,
-    trainer_image: str,
+    kind: Kind,
     namespace: str,
     missing_directory_claim: str,
     tmp_path: Path,
 ) -> None:
-    spec = real_node_spec(tmp_path / "mnist.yaml", namespace, trainer_image, "indexed")
-    document = yaml.safe_load(spec.read_text())
-    document["spec"]["checkpoint"] = {"claimName": "checkpoints"}
-    spec.write_text(yaml.safe_dump(document))
+    spec = mnist_spec(
+        tmp_path / "mnist.yaml", "mnist", namespace, kind.trainer,
+        checkpoint={"claimName": "checkpoints"},
+    )  # fmt: skip
 
     started = time.monotonic()
-    run = real_node.tflaunch(
+    run = kind.tflaunch(
         "submit", str(spec), "--workers", "2", "--wait", "--timeout", "5m", timeout=400
     )
     took = time.monotonic() - started
@@ -172,6 +166,6 @@ def test_a_volume_that_cannot_mount_ends_the_wait_with_exit_5_naming_it(
     assert "will never start: volume" in error and "FailedMount" in error, run.err
     assert missing_directory_claim in error, run.err  # the kubelet names the PV's volume
     assert "spec.checkpoint.claimName" in error, run.err
-    status = real_node.tflaunch("status", "mnist", "-n", namespace, "-o", "json")
+    status = kind.tflaunch("status", "mnist", "-n", namespace, "-o", "json")
     reasons = [w.get("reason") for w in json.loads(status.out)["status"]["workers"]]
     assert any("FailedMount" in (r or "") for r in reasons), status.out
