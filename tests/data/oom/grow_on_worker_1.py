@@ -1,7 +1,7 @@
 """Worker 1 allocates past its container's memory limit a few seconds after the chief's first
 progress line; the chief holds a TCP connection to worker 1 (as a collective would) and fails
 once worker 1 is gone, as MultiWorkerMirroredStrategy's all-reduce does. No TensorFlow: the
-test is about the pod's end, not about training (tests/node/test_oom_and_mount.py)."""
+test is about the pod's end, not about training (tests/kind/test_oom_and_mount.py)."""
 
 import json
 import os
