@@ -80,7 +80,11 @@ def test_a_worker_oom_killed_twice_at_the_same_step_is_named_and_not_looped_on(
     assert job["spec"]["backoffLimit"] == 0, job["spec"]
     ends = terminated_reasons(kind, namespace)
     print(f"OOM: pods {ends}; Job status {job.get('status')}")
-    assert sum(reason == "OOMKilled" for _, reason in ends) == 2, ends  # stopped at the second
+    # Stopped at the second attempt: both workers failed twice, never a third time. The Job
+    # controller's count is the record; a failed attempt's pod objects may be gone already
+    # (in one CI run only the last attempt's two pods were left to list).
+    assert job["status"]["failed"] == 4, job["status"]
+    assert "OOMKilled" in {reason for _, reason in ends}, ends
     status = kind.tflaunch("status", "oom", "-n", namespace, "-o", "json")
     assert "OOMKilledAgain" in status.out, status
 
