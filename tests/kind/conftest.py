@@ -285,22 +285,28 @@ def own_program_spec(path: Path, namespace: str, image: str, name: str, *args: s
 
 
 def shared_claim(kind: Kind, namespace: str) -> str:
-    """A ReadWriteMany claim on a directory of the host that every kind node mounts."""
+    """A ReadWriteMany claim `checkpoints` on a directory of the host that every kind node
+    mounts; returns its PersistentVolume's name."""
     host = Path(kind.setting("SHARED")) / namespace
     host.mkdir(parents=True, exist_ok=True)
     os.chmod(host, 0o777)  # the trainer runs as a non-root user
-    name = f"ckpt-{namespace}"
+    return host_path_claim(kind, namespace, f"ckpt-{namespace}", f"/tflaunch-shared/{namespace}")
+
+
+def host_path_claim(kind: Kind, namespace: str, volume: str, path: str) -> str:
+    """A claim `checkpoints` in `namespace` bound to a hostPath PersistentVolume `volume` of
+    `type: Directory` at `path` on the nodes (the kubelet checks that it is a directory)."""
     kind.apply(
         {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
-            "metadata": {"name": name},
+            "metadata": {"name": volume},
             "spec": {
                 "capacity": {"storage": "1Gi"},
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": "",
                 "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": f"/tflaunch-shared/{namespace}", "type": "Directory"},
+                "hostPath": {"path": path, "type": "Directory"},
                 "claimRef": {"namespace": namespace, "name": "checkpoints"},
             },
         }
@@ -313,12 +319,12 @@ def shared_claim(kind: Kind, namespace: str) -> str:
             "spec": {
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": "",
-                "volumeName": name,
+                "volumeName": volume,
                 "resources": {"requests": {"storage": "1Gi"}},
             },
         }
     )
-    return name
+    return volume
 
 
 def backup_saved(kind: Kind, namespace: str) -> bool:

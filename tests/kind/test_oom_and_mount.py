@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import ROOT, eventually
-from tests.kind.conftest import Kind, mnist_spec, own_program_spec
+from tests.kind.conftest import Kind, host_path_claim, mnist_spec, own_program_spec
 
 pytestmark = pytest.mark.timeout(900)  # OOM kills and restarts: minutes
 GROW = ROOT / "tests" / "data" / "oom" / "grow_on_worker_1.py"
@@ -118,30 +118,7 @@ def missing_directory_claim(kind: Kind, namespace: str) -> Iterator[str]:
     """A claim `checkpoints` bound to a hostPath PersistentVolume whose directory is not on
     the node (`type: Directory` makes the kubelet check it)."""
     name = f"missing-{uuid.uuid4().hex[:5]}"
-    kind.apply({
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "",
-            "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": f"/nonexistent/{name}", "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": "checkpoints"},
-        },
-    })  # fmt: skip
-    kind.apply({
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "checkpoints"},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "storageClassName": "",
-            "volumeName": name,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }, namespace)  # fmt: skip
+    host_path_claim(kind, namespace, name, f"/nonexistent/{name}")
     yield name
     kind.kubectl("delete", "pv", name, "--wait=false", check=False)
 
