@@ -59,6 +59,7 @@ def tfds_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.tf
+@pytest.mark.timeout(2 * TIMEOUT)  # two full trainings, each bounded by TIMEOUT
 def test_the_notebook_runs_under_tflaunch_local_as_under_plain_python(
     tmp_path: Path, tfds_data: Path
 ) -> None:
