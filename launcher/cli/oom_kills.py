@@ -1,8 +1,10 @@
 """The group's failures as `tflaunch wait` sees them on a plain Job, for `launcher.core.oom`.
 
-Every pod of every attempt stays until the Job is gone (restartPolicy Never), so the group's
-history is in the pods; only the step each failure reached is not: it is the chief's
-progress when `wait` first saw the failed pod (None for pods that failed before the wait).
+A failed pod stays while its Job runs (restartPolicy Never), so the group's history is in
+the pods, and each is kept here once seen: when the Job fails, its controller deletes the
+pods it still counts as active, those whose container ended but whose phase the kubelet has
+not set yet. The step each failure reached is not in the pods: it is the chief's progress
+when `wait` first saw the failed pod (None for pods that failed before the wait).
 """
 
 from __future__ import annotations

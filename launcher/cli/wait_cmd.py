@@ -324,11 +324,10 @@ def wait_for_job(
                         "resuming from the last checkpoint"
                     )
                 restarts[w.index] = max(failures, restarts.get(w.index, 0))
-            attempts = failed.attempts()
-            again = oom.killed_again(attempts, _tolerance(training))
+            again = oom.killed_again(failed.attempts(), _tolerance(training))
             if again and not stopping and not summary.finished:
                 stopping = True
-                _stop(cluster, name, namespace, objects.jobs, attempts[-1], again, progress.say)
+                _stop(cluster, name, namespace, objects.jobs, again, progress.say)
             if summary.preemptions.count > announced_preemptions:
                 announced_preemptions = summary.preemptions.count
                 progress.say(f"{name}: {summary.preemptions.words()}; the Job replaces the pods")
@@ -477,8 +476,7 @@ def _stop(
     name: str,
     namespace: str,
     jobs: Sequence[Any],
-    last: oom.Failure,
-    again: str,
+    again: oom.Again,
     say: Callable[[str], None],
 ) -> None:
     """Fail the plain job's Jobs (`launcher.cluster.stop`) rather than let the group loop;
@@ -486,8 +484,8 @@ def _stop(
     words."""
     from launcher.cluster import stop
 
-    why = f"{last.describe()}; {again}"
-    culprit = [j for j in jobs if reading.job_worker_index(j) == last.culprit.index]
+    why = f"{again.kill.describe()}; {again.why}"
+    culprit = [j for j in jobs if reading.job_worker_index(j) == again.kill.culprit.index]
     ordered = [*culprit, *(j for j in jobs if j not in culprit)]
     try:
         stop.fail_jobs(cluster, ordered, namespace, "OOMKilledAgain", why)

@@ -43,26 +43,47 @@ def global_step(epoch: int, steps: int, step: int) -> int:
     return (epoch - 1) * steps + step
 
 
-def killed_again(failures: Sequence[Failure], tolerance: int) -> str | None:
-    """Why not to restart after the last of `failures` (the group's, oldest first): it and
-    the one before are the same worker OOM-killed, the later no more than `tolerance` steps
-    (an epoch's) past the earlier, or at a step not known. None: restart as usual."""
-    if len(failures) < 2:
-        return None
-    before, latest = failures[-2], failures[-1]
-    if not (before.oom_killed and latest.oom_killed):
-        return None
-    if before.culprit.index != latest.culprit.index:
-        return None
-    known = latest.step is not None and before.step is not None
-    if known and latest.step > before.step + tolerance:  # type: ignore[operator]
-        return None  # it got well past that point: not the same kill
-    where = f" at step {latest.step}" if latest.step is not None else ""
-    was = f" at step {before.step}" if before.step is not None else ""
-    return (
-        f"OOM-killed again{where}, as before{was}: not retried, it would be killed at the "
-        "same point again"
-    )
+@dataclasses.dataclass(frozen=True)
+class Again:
+    """A worker OOM-killed again at about the same point: its latest kill, and why the group
+    is not restarted after it."""
+
+    kill: Failure
+    why: str
+
+
+def killed_again(failures: Sequence[Failure], tolerance: int) -> Again | None:
+    """Why not to restart after `failures` (the group's, oldest first): a worker's last OOM
+    kill and the one before it, with no failure from the earlier on known to be more than
+    `tolerance` steps (an epoch's) past it. None: restart as usual.
+
+    Other failures between the two do not say the group got further: a Job controller that
+    replaces each worker's pod after its own back-off leaves a peer alone, whose rendezvous
+    times out at the same step before the OOM-killed worker's pod is back."""
+    for latest_at in reversed(range(len(failures))):
+        latest = failures[latest_at]
+        if not latest.oom_killed:
+            continue
+        same = [
+            i for i in range(latest_at)
+            if failures[i].oom_killed and failures[i].culprit.index == latest.culprit.index
+        ]  # fmt: skip
+        if not same:
+            continue
+        before = failures[same[-1]]
+        if before.step is not None and any(
+            f.step is not None and f.step > before.step + tolerance
+            for f in failures[same[-1] + 1 :]
+        ):
+            return None  # the group got well past that point: not the same kill
+        where = f" at step {latest.step}" if latest.step is not None else ""
+        was = f" at step {before.step}" if before.step is not None else ""
+        why = (
+            f"OOM-killed again{where}, as before{was}: not retried, it would be killed at the "
+            "same point again"
+        )
+        return Again(latest, why)
+    return None
 
 
 def attempts(ends: Iterable[tuple[WorkerEnd, int | None]]) -> list[Failure]:

@@ -167,7 +167,7 @@ def _killed_for_memory_again(g: Group, ends: Sequence[worker_end.WorkerEnd]) -> 
     )
     progress = g.status.progress
     again = oom.killed_again(failures, progress.steps if progress else 0)
-    return f"{worker_end.account(ends)}; {again}" if again else None
+    return f"{worker_end.account(ends)}; {again.why}" if again else None
 
 
 LAST_FAILURE = re.compile(r"(?P<worker>\d+) (?P<reason>\w+)(?: at step (?P<step>\d+))?")

@@ -125,6 +125,37 @@ def test_a_worker_oom_killed_twice_at_the_same_point_ends_the_wait_with_exit_3(
     assert stored["metadata"]["annotations"][labels.STOPPED].startswith("OOMKilledAgain: ")
 
 
+def test_a_second_kill_seen_after_its_peers_lone_retry_still_stops_the_group(
+    tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any], job_controller: None
+) -> None:
+    """The Job controller replaces each worker's pod after its own back-off: worker 0's third
+    pod times out alone waiting for worker 1, and worker 1's second OOM kill reaches the
+    wait only after that (its node's kubelet late under load). Seen in CI on kind."""
+    steps_of_the_chief(fake, job)
+
+    def kill_retry_alone_then_report_the_kill() -> None:
+        after_the_first_read(fake)
+        oom_attempt(fake, job, 0, 40)
+        after_the_next_read(fake)
+        fake.log("mnist-worker-0-a1", progress.format_line(Progress(1, 3, 42, 469)))
+        fake.put(pod_for(job, 0, attempt=1, phase="Failed", exit_code=1, age=60))
+        fake.put(pod_for(job, 0, attempt=2, phase="Failed", exit_code=1, age=20))
+        fake.log("mnist-worker-0-a2", progress.format_line(Progress(1, 3, 42, 469)))
+        after_the_next_read(fake)
+        fake.put(pod_for(job, 1, attempt=1, phase="Failed", exit_code=137, reason="OOMKilled",
+                         age=60))  # fmt: skip
+
+    thread = threading.Thread(target=kill_retry_alone_then_report_the_kill, daemon=True)
+    thread.start()
+    result = tflaunch("wait", "mnist", "--timeout", "20")
+    thread.join()
+
+    assert result.code == ExitStatus.JOB_FAILED == 3, result.err
+    error = result.err.splitlines()[-1]
+    assert "Failed: OOMKilledAgain: worker 1 was OOMKilled (exit 137)" in error, result.err
+    assert "OOM-killed again at step 42, as before at step 40" in error, result.err
+
+
 def test_status_of_the_stopped_job_says_why(
     tflaunch: Tflaunch, fake: FakeKubernetes, job: dict[str, Any]
 ) -> None:

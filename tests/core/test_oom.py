@@ -26,7 +26,7 @@ def exited(index: int, code: int = 1, *, started: float = 0, finished: float = 1
 
 def test_the_same_worker_killed_at_the_same_step_twice_is_not_retried() -> None:
     again = oom.killed_again([oom.Failure(killed(1), 40), oom.Failure(killed(1), 45)], 100)
-    assert again == (
+    assert again is not None and again.why == (
         "OOM-killed again at step 45, as before at step 40: not retried, it would be killed at "
         "the same point again"
     )
@@ -42,9 +42,27 @@ def test_another_worker_or_another_end_in_between_is_restarted() -> None:
     assert oom.killed_again([oom.Failure(killed(1), 40)], 100) is None
 
 
+def test_a_peer_alone_between_two_kills_at_the_same_point_does_not_hide_them() -> None:
+    """Worker 1's pod comes back after the Job controller's back-off, worker 0's earlier: its
+    rendezvous times out alone (exit 1) at the same step, after worker 1's second kill."""
+    failures = [oom.Failure(killed(1), 5), oom.Failure(killed(1), 5), oom.Failure(exited(0), 5)]
+    again = oom.killed_again(failures, 100)
+    assert again is not None and again.kill is failures[1]
+    assert again.why.startswith("OOM-killed again at step 5, as before at step 5")
+    between = [oom.Failure(killed(1), 40), oom.Failure(exited(0), 41), oom.Failure(killed(1), 42)]
+    assert oom.killed_again(between, 100) is not None
+
+
+def test_a_failure_well_past_the_first_kill_in_between_restarts_the_second() -> None:
+    """The group got past the point of the first kill (then resumed from an older
+    checkpoint): the second is not the same kill."""
+    failures = [oom.Failure(killed(1), 40), oom.Failure(exited(0), 400), oom.Failure(killed(1), 45)]
+    assert oom.killed_again(failures, 100) is None
+
+
 def test_steps_not_known_count_as_the_same_point() -> None:
     again = oom.killed_again([oom.Failure(killed(1)), oom.Failure(killed(1), 45)], 100)
-    assert again is not None and again.startswith("OOM-killed again at step 45, as before:")
+    assert again is not None and again.why.startswith("OOM-killed again at step 45, as before:")
 
 
 def test_attempts_group_the_pods_of_one_group_failure_and_blame_the_oom_kill() -> None:

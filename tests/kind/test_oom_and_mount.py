@@ -80,9 +80,9 @@ def test_a_worker_oom_killed_twice_at_the_same_step_is_named_and_not_looped_on(
     assert job["spec"]["backoffLimit"] == 0, job["spec"]
     ends = terminated_reasons(kind, namespace)
     print(f"OOM: pods {ends}; Job status {job.get('status')}")
-    # Stopped at the second OOM kill (backoffLimit 0, above), never a third. A failed
-    # attempt's pod objects may be gone when they are listed (in one CI run only the last
-    # attempt's two pods were left), so at least one OOMKilled pod, and never more than two.
+    # Stopped at the second OOM kill (backoffLimit 0, above), never a third. When the Job
+    # fails, its controller deletes the pods whose phase the kubelet has not set to Failed
+    # yet (their container has ended), so one OOMKilled pod may be gone: one or two.
     oom_killed = sum(reason == "OOMKilled" for _, reason in ends)
     assert 1 <= oom_killed <= 2, ends
     status = kind.tflaunch("status", "oom", "-n", namespace, "-o", "json")
@@ -114,8 +114,8 @@ def test_without_wait_the_oom_killed_group_restarts_exactly_backoff_limit_times(
           f"Job status {job.get('status')}")  # fmt: skip
     # Three attempts (2 restarts + the last), each failing both workers: the Job fails at its
     # 5th failure (backoffLimit 2 x 2 workers = 4 allowed), the 6th its peer's; a fourth
-    # attempt would make it 7 or more. The Job controller's count is the record (a failed
-    # attempt's pod objects may be gone when they are listed).
+    # attempt would make it 7 or more. The Job controller's count is the record: the pods it
+    # still counted as active when the Job failed are deleted.
     assert job["status"]["failed"] in (5, 6), job["status"]
     assert "OOMKilled" in {reason for _, reason in ends}, ends
 
