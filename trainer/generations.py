@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from launcher.core import contract
+from launcher.core import contract, exit_policy
 from trainer import preflight
 from trainer.errors import RendezvousTimeout, TransientError
 
@@ -287,11 +287,17 @@ class Group:
 
     def _repeated(self) -> str:
         """`repeated`, with the lock held. A peer that saw it first may have left already:
-        its last report still counts."""
+        its last report still counts. Only the program's own exception counts
+        (`exit_policy.own_program_error`, the reading `tflaunch wait`, the operator and `tflaunch
+        local` share): TensorFlow's word for a lost peer is the same on every survivor of a
+        group fault, which a restart may fix."""
         failed = self._me.failed
         reports = [report for report, _ in self._heard.values()]
         same = all(r.failed == failed and r.generation == self._me.generation for r in reports)
-        return failed if failed and same and len(reports) == len(self._peers) else ""
+        repeats = (
+            same and len(reports) == len(self._peers) and exit_policy.own_program_error(failed)
+        )
+        return failed if repeats else ""
 
     def end(self, code: int) -> None:
         """The wrapper leaves with `code`: every peer is told once, then the port closes."""

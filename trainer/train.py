@@ -207,8 +207,10 @@ class FitPhases(keras.callbacks.Callback):  # type: ignore[misc]
         if self._first is None:
             self._first = self._last
 
-    def fit_returned(self, into: phases.Phases) -> None:
-        """Just after `model.fit`: add the three parts into `into`."""
+    def fit_returned(self, into: phases.Phases) -> float:
+        """Just after `model.fit`: add the three parts into `into`; returns their sum, fit's
+        wall time less its evaluations (result.json's `fit_seconds`, read off the same
+        clock marks so that the two never disagree)."""
         returned = self._mark()
         called = self._called or returned
         first = self._first or returned  # no step ran (resumed after the last one)
@@ -219,6 +221,7 @@ class FitPhases(keras.callbacks.Callback):  # type: ignore[misc]
             ("fit_end", (last, returned)),
         ):
             into.add(name, (end[0] - start[0]) - (end[1] - start[1]))
+        return (returned[0] - called[0]) - (returned[1] - called[1])
 
 
 KEPT_ALIVE: list[Any] = []
@@ -436,7 +439,6 @@ def run(
 
     watchdog.arm("training", config.stall_timeout)
     try:
-        started = time.monotonic()
         fit_phases.fit_called()
         model.fit(
             train,
@@ -445,8 +447,7 @@ def run(
             callbacks=callbacks,
             verbose=0,
         )
-        fit_phases.fit_returned(timings)
-        fit_seconds = max(time.monotonic() - started - epoch_eval.seconds, 1e-6)
+        fit_seconds = max(fit_phases.fit_returned(timings), 1e-6)
     except TRANSIENT_TF_ERRORS as e:
         raise _transient("training", e) from None
     try:

@@ -170,3 +170,31 @@ def pod_failure_policy(container: str = "trainer") -> dict[str, Any]:
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     )
     return {"rules": rules}
+
+
+# --- a failed program's last words: its own error, or a lost peer's -------------------
+
+
+PEER_ERRORS = frozenset(
+    {"UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError",
+     "UnknownError", "InternalError", "FailedPreconditionError"}
+)  # fmt: skip
+"""TensorFlow's exceptions for a peer that died, froze or timed out: every survivor can
+report the same one, yet it is a fault of the group, which a restart may fix."""
+
+
+def peer_error(reason: str | None) -> str | None:
+    """The exception's name when a worker's last error is TensorFlow's word for a lost peer
+    (`UnavailableError: ... Collective ops is aborted by ...`), not the program's own."""
+    match = contract.EXCEPTION_LINE.match((reason or "").strip())
+    return match.group("name") if match and match.group("name") in PEER_ERRORS else None
+
+
+def own_program_error(reason: str | None) -> bool:
+    """Whether `reason` is the program's own Python exception (`NameError: name 'modle' is
+    not defined`), which every worker reaching that line repeats after any restart. Not
+    TensorFlow's word for a lost peer (`peer_error`), which every survivor of a group fault
+    reports alike, nor a line that is no exception (the built-in trainer's "training failed
+    because a peer died", a stall, a signal)."""
+    line = (reason or "").strip()
+    return contract.EXCEPTION_LINE.match(line) is not None and peer_error(line) is None

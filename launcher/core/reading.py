@@ -250,21 +250,6 @@ def failed_workers(pods: Iterable[Obj]) -> list[WorkerExit]:
     return sorted(exits, key=lambda e: (e.worker is None, e.worker or 0, e.pod))
 
 
-PEER_ERRORS = frozenset(
-    {"UnavailableError", "DeadlineExceededError", "AbortedError", "CancelledError",
-     "UnknownError", "InternalError", "FailedPreconditionError"}
-)  # fmt: skip
-"""TensorFlow's exceptions for a peer that died, froze or timed out: every survivor can
-report the same one, yet it is a fault of the group, which a restart may fix."""
-
-
-def peer_error(reason: str | None) -> str | None:
-    """The exception's name when a worker's last error is TensorFlow's word for a lost peer
-    (`UnavailableError: ... Collective ops is aborted by ...`), not the program's own."""
-    match = contract.EXCEPTION_LINE.match((reason or "").strip())
-    return match.group("name") if match and match.group("name") in PEER_ERRORS else None
-
-
 @dataclasses.dataclass(frozen=True)
 class Divergence:
     """A worker that failed waiting for peers which had finished their programs (exit 0).
@@ -302,7 +287,7 @@ def divergence(
     if not done:
         return None
     for worker, reason in sorted(failed, key=lambda f: f[0]):
-        error = peer_error(reason)
+        error = exit_policy.peer_error(reason)
         if error:
             return Divergence(worker, error, done)
     return None

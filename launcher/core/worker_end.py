@@ -249,9 +249,7 @@ class GroupEnd:
         if len(reasons) != 1:
             return None
         (reason,) = reasons
-        if contract.EXCEPTION_LINE.match(reason or "") is None or reading.peer_error(reason):
-            return None
-        return reason
+        return reason if exit_policy.own_program_error(reason) else None
 
     @property
     def divergence(self) -> reading.Divergence | None:

@@ -150,6 +150,24 @@ def host_path_claim(real_node: ControlPlane, namespace: str, claim_name: str) ->
     real_node.kubectl("delete", "pv", namespace, "--wait=false", check=False)
 
 
+def what_happened(cluster: ControlPlane, namespace: str, name: str = "mnist") -> str:
+    """For a failed assertion: each container's states and restarts, the namespace's
+    warnings and the workers' last log lines, which a CI run keeps only in its report."""
+    lines = []
+    for pod in cluster.get("pods", "-n", namespace)["items"]:
+        for container in pod["status"].get("containerStatuses", []):
+            states = {k: container.get(k) for k in ("state", "lastState", "restartCount")}
+            lines.append(f"pod {pod['metadata']['name']}: {json.dumps(states)}")
+    events = cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector", "type!=Normal", check=False
+    )  # fmt: skip
+    lines.append(f"warnings: {events.out.strip() or 'none'}")
+    logs = cluster.tflaunch("logs", name, "-n", namespace)
+    for worker in (0, 1):
+        lines += [f"[worker {worker}] {line}" for line in worker_lines(logs, worker)[-25:]]
+    return "\n".join(lines)
+
+
 def backup_saved(namespace: str) -> bool:
     """The chief's first epoch-end backup is on shared_claim's volume (its `checkpoint` index,
     which TensorFlow writes after the data). The epoch's log line comes first (the progress

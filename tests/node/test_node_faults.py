@@ -34,7 +34,7 @@ import yaml
 from tests.e2e.conftest import ControlPlane, eventually
 from tests.node import jobs as mnist
 from tests.node.conftest import node_sh
-from tests.node.jobs import RESUMED, backup_saved, real_node_spec, worker_lines
+from tests.node.jobs import RESUMED, backup_saved, real_node_spec, what_happened, worker_lines
 from tests.node.test_restart_in_place import pods, program_of
 
 pytestmark = [pytest.mark.node, pytest.mark.slow]
@@ -93,9 +93,11 @@ def test_the_kubelet_containerd_and_coredns_die_and_return_while_training_goes_o
     tmp_path: Path,
 ) -> None:
     cp = real_node
-    spec = spec_for(
-        tmp_path / "mnist.yaml", namespace, trainer_image, {"epochs": 4, "stepsPerEpoch": 150}
-    )
+    # What is tested is the daemons, not the machine's load: with CI's four test units on
+    # two cores, a worker starved past TensorFlow's 10 s heartbeat is taken for dead and the
+    # group restarts (tests/trainer/test_restart_in_place.py covers that restart).
+    trainer = {"epochs": 4, "stepsPerEpoch": 150, "heartbeatTimeoutSeconds": 60}
+    spec = spec_for(tmp_path / "mnist.yaml", namespace, trainer_image, trainer)
     assert cp.tflaunch("submit", str(spec)).code == 0
     eventually(lambda: serving(cp, namespace), timeout=600, interval=1, what="training")
     before = pods(cp, namespace)
@@ -113,7 +115,7 @@ def test_the_kubelet_containerd_and_coredns_die_and_return_while_training_goes_o
 
     assert phases == ["Running", "Running"], "the faults came after training ended"
     run = wait(cp, namespace)
-    assert run.code == 0, run
+    assert run.code == 0, f"{run.err}\n{what_happened(cp, namespace)}"
     after = pods(cp, namespace)
     assert set(after) == set(before), "a pod was replaced"
     for pod in after.values():

@@ -253,6 +253,39 @@ def test_the_same_error_on_every_worker_is_not_retried_at_all(
         assert "TFLAUNCH_RESTART" not in group.out[i]
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        # A program's own traceback, TensorFlow's words for a peer lost to heartbeats.
+        "tensorflow.python.framework.errors_impl.UnavailableError: The following tasks are "
+        "unhealthy (stopped sending heartbeats): /job:worker/replica:0/task:1",
+        # The built-in trainer's line for the same (trainer/train.py), no traceback.
+        "ERROR training failed because a peer died, froze or restarted (UnavailableError: "
+        "Collective ops is aborted by: ...); exiting 1, which may be retried",
+    ],
+    ids=["tensorflow", "trainer"],
+)
+def test_the_same_lost_peer_error_on_every_worker_restarts_the_group(
+    tmp_path: Path, groups: list[Group], words: str
+) -> None:
+    """A group fault (a peer starved of CPU past its heartbeats) fails every worker with the
+    same words; a restart may fix it, so it is no "failed alike"."""
+    lost_peer = (
+        "if generation == '0':\n"
+        "    open(os.path.join({runs!r}, 'ready-' + worker), 'w').close()\n"
+        "    while len([f for f in os.listdir({runs!r}) if f.startswith('ready-')]) < 2:\n"
+        "        time.sleep(0.01)\n"
+        "    print({words!r}, file=sys.stderr); sys.exit(1)\n"
+    ).format(runs=str(tmp_path / "runs"), words=words)
+    group = Group(tmp_path, [lost_peer, lost_peer])
+    groups.append(group)
+    for i in range(2):
+        code, err = group.finish(i)
+        assert code == contract.EXIT_OK, err
+        assert group.generations(i) == [0, 1]
+        assert "failed alike" not in err
+
+
 def test_a_sigterm_while_the_program_runs_ends_the_worker(
     tmp_path: Path, groups: list[Group]
 ) -> None:
