@@ -24,7 +24,6 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,9 +54,10 @@ class _HideDeprecation(logging.Filter):
 NOTICE_KEY = "TF_DEFAULT_PREEMPTION_NOTICE_KEY"
 """The coordination service's key where TensorFlow's own SIGTERM handler records the task it
 caught a SIGTERM for (`/job:worker/task:1`)."""
-NOTICE_SETTLE_SECONDS = 3.0
+NOTICE_SETTLE_SECONDS = 10.0
 """How long after `install` the notice of a SIGTERM that TensorFlow's handler caught may
-still appear (its notifier thread polls once a second, then writes the key)."""
+still appear: its notifier thread polls once a second, then writes the key, and a worker
+starved of CPU runs it late (more than 3 s was seen with two test suites on two cores)."""
 
 
 class SigtermFlag:
@@ -66,8 +66,8 @@ class SigtermFlag:
     Must be installed after the strategy started: TensorFlow's coordination service replaces
     whatever SIGTERM handler it finds with its own (see the module docstring). A SIGTERM that
     arrived in between went to TensorFlow's handler; it left a notice naming this task in the
-    coordination service (NOTICE_KEY), which `is_set` reads until the notice has had time to
-    appear, so that signal is not lost either.
+    coordination service (NOTICE_KEY), which a thread started by `install` waits for until
+    it has had time to appear, so that signal is not lost either.
 
     Args:
         own_task: this worker's task name in that notice (None: a single worker without a
@@ -79,14 +79,22 @@ class SigtermFlag:
         self._event = threading.Event()
         self._own_task = own_task
         self._when = when_saved(steps_per_execution)
-        self._installed_at = 0.0
-        self._notice_checked = own_task is None
 
     def install(self) -> None:
         logging.getLogger("tensorflow").addFilter(_HideDeprecation())
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle)
-        self._installed_at = time.monotonic()
+        if self._own_task is not None:
+            # One blocking lookup off the training thread (it releases the GIL): a lookup per
+            # step would need a deadline short enough not to slow the step, which a loaded
+            # machine's RPC misses, and then the notice is never seen.
+            threading.Thread(target=self._read_notice, name="sigterm-notice", daemon=True).start()
+
+    def _read_notice(self) -> None:
+        if _caught_by_tensorflow(NOTICE_SETTLE_SECONDS) == self._own_task:
+            if not self._event.is_set():
+                log.warning("SIGTERM received while the strategy started: %s", self._when)
+            self._event.set()
 
     def _handle(self, signum: int, frame: Any) -> None:
         if not self._event.is_set():
@@ -94,12 +102,6 @@ class SigtermFlag:
         self._event.set()
 
     def is_set(self) -> bool:
-        if not self._event.is_set() and not self._notice_checked:
-            settled = time.monotonic() >= self._installed_at + NOTICE_SETTLE_SECONDS
-            if _caught_by_tensorflow() == self._own_task:
-                log.warning("SIGTERM received while the strategy started: %s", self._when)
-                self._event.set()
-            self._notice_checked = settled
         return self._event.is_set()
 
 
@@ -118,10 +120,12 @@ def when_saved(steps_per_execution: int) -> str:
     )
 
 
-def _caught_by_tensorflow() -> str | None:
-    """The task named by TensorFlow's SIGTERM notice, if there is one (a 1 ms lookup)."""
+def _caught_by_tensorflow(seconds: float) -> str | None:
+    """The task named by TensorFlow's SIGTERM notice, once there is one, waiting up to
+    `seconds` for it; None if none came."""
     try:
-        return str(context.context().get_config_key_value(NOTICE_KEY, timeout_in_ms=1))
+        ms = int(seconds * 1000)
+        return str(context.context().get_config_key_value(NOTICE_KEY, timeout_in_ms=ms))
     except tf.errors.OpError:  # absent (DeadlineExceeded), or no coordination service
         return None
 

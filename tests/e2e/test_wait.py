@@ -23,7 +23,7 @@ def test_wait_exits_0_when_every_worker_succeeds(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     run = control_plane.submit(
-        tmp_path / "job.yaml", "ok", namespace, "--wait", "--timeout", "90",
+        tmp_path / "job.yaml", "ok", namespace, "--wait", "--timeout", "600", timeout=700,
         hooks=pod_hooks(run_for="2s"),
     )  # fmt: skip
     assert run.code == 0, run
@@ -36,7 +36,7 @@ def test_wait_exits_3_when_a_worker_keeps_failing_past_the_backoff_limit(
 ) -> None:
     cp = control_plane
     run = cp.submit(
-        tmp_path / "job.yaml", "flaky", namespace, "--wait", "--timeout", "150", timeout=200,
+        tmp_path / "job.yaml", "flaky", namespace, "--wait", "--timeout", "600", timeout=700,
         backoffLimit=1, hooks=pod_hooks(run_for="1s", worker_exit={1: 1}),
     )  # fmt: skip
     assert run.code == 3, run
@@ -54,7 +54,7 @@ def test_a_configuration_error_fails_the_job_at_once_without_retry(
 ) -> None:
     cp = control_plane
     run = cp.submit(
-        tmp_path / "job.yaml", "cfg", namespace, "--wait", "--timeout", "90",
+        tmp_path / "job.yaml", "cfg", namespace, "--wait", "--timeout", "600", timeout=700,
         backoffLimit=6, hooks=pod_hooks(run_for="1s", worker_exit={1: 78}, exit_code=0),
     )  # fmt: skip
     assert run.code == 3, run
@@ -70,7 +70,9 @@ def test_wait_rides_out_a_control_plane_restart(
     cp = control_plane
     if not cp.owned:
         pytest.skip("restarts the API server: only on a cluster this session started")
-    run = cp.submit(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="15s"))
+    # The pods run until the test ends them (below), however slow the machine: wait must
+    # see a running job, then the outage, then the end.
+    run = cp.submit(tmp_path / "job.yaml", "outage", namespace, hooks=pod_hooks(run_for="forever"))
     assert run.code == 0, run
     waiter = cp.popen_tflaunch("wait", "outage", "-n", namespace, "--timeout", "240")
     assert waiter.stderr is not None
@@ -87,6 +89,9 @@ def test_wait_rides_out_a_control_plane_restart(
         assert waiter.poll() is None, "wait must not give up while the API server is down"
     finally:
         cp.start_apiserver()  # also on failure: the next tests share this cluster
+    # kwok's pod-end stage takes pods whose run-for is not "forever": they end in 1 s.
+    cp.kubectl("annotate", "pods", "-n", namespace, "--all", "--overwrite",
+               "kwok.tflaunch.dev/run-for=1s")  # fmt: skip
     out, rest = waiter.communicate(timeout=240)
     err = "".join(seen) + rest
     assert waiter.returncode == 0, f"exit {waiter.returncode}\n{out}\n{err}"

@@ -64,7 +64,7 @@ def test_a_sigterm_caught_by_tensorflow_at_strategy_start_still_sets_only_that_w
         )  # fmt: skip
     results = {}
     for worker in workers:
-        out, err = worker.communicate(timeout=180)
+        out, err = worker.communicate(timeout=600)
         assert worker.returncode == 0, f"exit {worker.returncode}\n{out}\n{err[-3000:]}"
         result = json.loads(out.strip().splitlines()[-1])
         results[result["index"]] = result

@@ -39,7 +39,7 @@ def test_with_a_short_timeout_the_survivor_of_a_dead_worker_still_exits_transien
          "--heartbeat-timeout", "3"],
     )  # fmt: skip
     survivor = workers[0]
-    survivor.wait_for_log(r"epoch 1/200: loss=", timeout=180)
+    survivor.wait_for_log(r"epoch 1/200: loss=", timeout=600)
     assert "coordination service heartbeat timeout: 3.0s" in survivor.stderr
     workers[1].kill()
     assert survivor.wait(120) == contract.EXIT_TRANSIENT, survivor.stderr

@@ -67,7 +67,7 @@ def synced_run(
     tmp_path = tmp_path_factory.mktemp("synced")
     workers = spawn_group_for_module(2, args(mnist_npz, tmp_path, "--epochs", "2"))
     for worker in workers:
-        assert worker.wait(180) == contract.EXIT_OK, worker.stderr
+        assert worker.wait(600) == contract.EXIT_OK, worker.stderr
     return Run(workers, tmp_path / "model", 512)
 
 
@@ -156,10 +156,10 @@ def kill_and_watch(workers: list[Worker], victim: int, epoch_done: str) -> Survi
     """SIGKILL `workers[victim]` once the other one logged `epoch_done`; wait for the
     survivor to exit on its own."""
     survivor = workers[1 - victim]
-    survivor.wait_for_log(epoch_done, timeout=120)
+    survivor.wait_for_log(epoch_done, timeout=600)
     workers[victim].kill()
     killed = time.monotonic()
-    code = survivor.wait(90)
+    code = survivor.wait(280)
     return Survivor(code, time.monotonic() - killed, survivor.stderr)
 
 
@@ -184,7 +184,7 @@ def chief_killed_then_restarted(
 
     second = spawn_group_for_module(2, flags, env={contract.ENV_RESTARTS: "1"})
     for worker in second:
-        assert worker.wait(180) == contract.EXIT_OK, worker.stderr
+        assert worker.wait(600) == contract.EXIT_OK, worker.stderr
     return Restarted(survivor, Run(second, tmp_path / "model", test_examples), tmp_path / "ckpt")
 
 
@@ -222,5 +222,7 @@ def test_survivors_exit_nonzero_soon_after_a_peer_dies(
         f"after {survivor.seconds:.1f}s"
     )
     assert survivor.code == contract.EXIT_TRANSIENT, survivor.stderr
-    assert survivor.seconds < 60
+    # Well before the stall watchdog's 300 s: the lost peer's heartbeats ended it (TensorFlow's
+    # 10 s; more on a machine as loaded as CI's), not a wait for a timeout.
+    assert survivor.seconds < 240
     assert "a peer died, froze or restarted" in survivor.stderr
