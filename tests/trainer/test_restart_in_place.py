@@ -124,6 +124,17 @@ def groups() -> list[Group]:
         group.kill_all()
 
 
+def together(runs: Path, indent: str = "") -> str:
+    """Program lines that return once both workers' programs reached them, as a bug at one
+    line of the program is reached by every worker at once."""
+    where = repr(str(runs))
+    return (
+        f"{indent}open(os.path.join({where}, 'ready-' + worker), 'w').close()\n"
+        f"{indent}while len([f for f in os.listdir({where}) if f.startswith('ready-')]) < 2:\n"
+        f"{indent}    time.sleep(0.01)\n"
+    )
+
+
 HANG_UNTIL_RESTARTED = "if generation == '0':\n    time.sleep(120)\n"
 """A survivor's program at generation 0: stuck in a collective with a dead peer."""
 
@@ -236,12 +247,7 @@ def test_the_same_error_on_every_worker_is_not_retried_at_all(
     tmp_path: Path, groups: list[Group]
 ) -> None:
     # Both programs reach the error together, as a bug at one line of the program does.
-    name_error = (
-        "open(os.path.join({runs!r}, 'ready-' + worker), 'w').close()\n"
-        "while len([f for f in os.listdir({runs!r}) if f.startswith('ready-')]) < 2:\n"
-        "    time.sleep(0.01)\n"
-        "raise NameError(\"name 'modle' is not defined\")\n"
-    ).format(runs=str(tmp_path / "runs"))
+    name_error = together(tmp_path / "runs") + "raise NameError(\"name 'modle' is not defined\")\n"
     group = Group(tmp_path, [name_error, name_error])
     groups.append(group)
     for i in range(2):
@@ -272,11 +278,9 @@ def test_the_same_lost_peer_error_on_every_worker_restarts_the_group(
     same words; a restart may fix it, so it is no "failed alike"."""
     lost_peer = (
         "if generation == '0':\n"
-        "    open(os.path.join({runs!r}, 'ready-' + worker), 'w').close()\n"
-        "    while len([f for f in os.listdir({runs!r}) if f.startswith('ready-')]) < 2:\n"
-        "        time.sleep(0.01)\n"
-        "    print({words!r}, file=sys.stderr); sys.exit(1)\n"
-    ).format(runs=str(tmp_path / "runs"), words=words)
+        + together(tmp_path / "runs", indent="    ")
+        + f"    print({words!r}, file=sys.stderr); sys.exit(1)\n"
+    )
     group = Group(tmp_path, [lost_peer, lost_peer])
     groups.append(group)
     for i in range(2):
